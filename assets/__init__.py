@@ -1,0 +1,1 @@
+"""Retrace assets (see README)."""

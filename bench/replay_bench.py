@@ -1,0 +1,153 @@
+"""Throughput of Retrace's ingest and replay, next to a plain Spark scan and Spark Structured Streaming.
+
+    python bench/replay_bench.py --events 10000000 [--partitions 8] [--keys 10000] [--files 100]
+                                 [--work DIR] [--files-per-batch 10]
+
+One run, one local SparkSession: generate a parquet landing stream, ingest it into the journal, replay
+it (tumbling 1 min windows per key), scan the journal (warm), and run a Structured Streaming query
+doing the same windowed count over the landing files. Events/s per step go to stdout; the LAST line
+is one JSON object (events, ingest_s, replay_s, scan_s, structured_streaming_s, ...).
+
+Structured Streaming advances its watermark only between micro-batches (and one early event moves
+it for everything after), so the events its emitted windows cover (`ss_events_in_windows`) depend on
+--files-per-batch; it is not the same computation as the replay, only the closest built-in one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
+
+POLICY = {"window": {"kind": "tumbling", "size": "1m"}, "group_by_key": True}
+
+
+def timed(fn, *args):
+    t0 = time.perf_counter()
+    result = fn(*args)
+    return time.perf_counter() - t0, result
+
+
+def generate_step(landing: str, args) -> dict:
+    from replay.generate import generate
+
+    return generate(landing, args.events, partitions=args.partitions, keys=args.keys, files=args.files,
+                    seed=args.seed, fmt="parquet")
+
+
+def ingest_step(spark, landing: str, lake: str):
+    from replay.journal import ingest
+
+    return ingest(spark, landing, lake)
+
+
+def replay_step(spark, lake: str):
+    from replay.policy import Policy
+    from replay.runner import run
+
+    return run(spark, lake, Policy.from_dict(POLICY), target="production")
+
+
+def scan_step(spark, lake: str) -> tuple[float, int]:
+    """Read every column of the journal's current Parquet files; the warm (second) time, and the row count."""
+    from deltalake import DeltaTable
+
+    df = spark.read.parquet(*DeltaTable(os.path.join(lake, "journal")).file_uris())
+    timed(df.write.format("noop").mode("overwrite").save)  # cold: JVM warm-up, file listing, page cache
+    seconds, _ = timed(df.write.format("noop").mode("overwrite").save)
+    return seconds, df.count()
+
+
+def structured_streaming_step(spark, landing: str, checkpoint: str, files_per_batch: int) -> dict:
+    """Windowed count and sum per key over the landing files with Spark's own event-time machinery."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField("partition", IntegerType()), StructField("offset", LongType()),
+                         StructField("arrival_time", StringType()), StructField("event_time", StringType()),
+                         StructField("key", StringType()), StructField("value", DoubleType())])
+    events = (spark.readStream.schema(schema).option("maxFilesPerTrigger", files_per_batch).parquet(landing)
+              # try_: ANSI mode (replay.spark) makes to_timestamp fail on "not-a-time"
+              .withColumn("event_time", F.try_to_timestamp("event_time"))
+              .where(F.col("event_time").isNotNull()))  # Retrace quarantines these
+    windows = (events.withWatermark("event_time", "5 seconds")
+               .groupBy(F.window("event_time", "1 minute"), "key")
+               .agg(F.count("*").alias("count"), F.sum("value").alias("sum")))
+    name = "ss_windows"
+    query = (windows.writeStream.outputMode("append").format("memory").queryName(name)
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    seconds, _ = timed(query.awaitTermination)
+    if query.exception() is not None:
+        raise RuntimeError(f"structured streaming query failed: {query.exception()}")
+    covered, emitted = spark.table(name).agg(F.sum("count"), F.count("*")).first()
+    batches = sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
+    spark.catalog.dropTempView(name)
+    return {"seconds": seconds, "events_in_windows": int(covered or 0), "windows": int(emitted), "batches": batches}
+
+
+def rate(events: int, seconds: float) -> str:
+    return f"{seconds:8.2f} s  {events / seconds:>12,.0f} events/s" if seconds > 0 else f"{seconds:8.2f} s"
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, required=True)
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--keys", type=int, default=10_000)
+    ap.add_argument("--files", type=int, default=100)
+    ap.add_argument("--files-per-batch", type=int, default=10, help="maxFilesPerTrigger of the Structured Streaming run")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--work", help="work folder (kept); default: a temporary folder, removed at the end")
+    args = ap.parse_args(argv)
+    if args.files_per_batch < 1:
+        ap.error(f"--files-per-batch must be > 0, got {args.files_per_batch}")
+
+    work = os.path.abspath(args.work) if args.work else tempfile.mkdtemp(prefix="retrace-bench-")
+    landing, lake, checkpoint = (os.path.join(work, d) for d in ("landing", "lake", "ss_checkpoint"))
+    for d in (landing, lake, checkpoint):  # leftovers of an earlier run would skew every step
+        shutil.rmtree(d, ignore_errors=True)
+    n = args.events
+    try:
+        from replay.spark import get_spark
+
+        spark_s, spark = timed(get_spark, "retrace-bench")
+        print(f"spark session        {spark_s:8.2f} s", flush=True)
+        gen_s, summary = timed(generate_step, landing, args)
+        print(f"generate             {rate(n, gen_s)}  ({summary['bytes'] / 2**20:,.0f} MiB parquet, "
+              f"{summary['files']} files, {summary['malformed']} malformed)", flush=True)
+        ingest_s, _ = timed(ingest_step, spark, landing, lake)
+        print(f"ingest               {rate(n, ingest_s)}", flush=True)
+        replay_s, _ = timed(replay_step, spark, lake)
+        print(f"replay               {rate(n, replay_s)}", flush=True)
+        scan_s, journal_rows = scan_step(spark, lake)
+        print(f"scan journal (warm)  {rate(n, scan_s)}  ({journal_rows:,} journal rows)", flush=True)
+        ss = structured_streaming_step(spark, landing, checkpoint, args.files_per_batch)
+        print(f"structured streaming {rate(n, ss['seconds'])}  ({ss['batches']} batches of <= "
+              f"{args.files_per_batch} files; its {ss['windows']:,} windows cover "
+              f"{ss['events_in_windows']:,} of {n:,} events)", flush=True)
+        result = {
+            "events": n, "ingest_s": round(ingest_s, 3), "replay_s": round(replay_s, 3),
+            "scan_s": round(scan_s, 3), "structured_streaming_s": round(ss["seconds"], 3),
+            "generate_s": round(gen_s, 3), "spark_start_s": round(spark_s, 3),
+            "replay_over_scan": round(replay_s / scan_s, 2),
+            "replay_over_structured_streaming": round(replay_s / ss["seconds"], 2),
+            "ss_events_in_windows": ss["events_in_windows"], "ss_windows": ss["windows"], "ss_batches": ss["batches"],
+            "journal_rows": journal_rows, "partitions": args.partitions, "keys": args.keys, "files": args.files,
+            "files_per_batch": args.files_per_batch,
+        }
+        print(f"replay / scan                 {result['replay_over_scan']:.2f}x the time")
+        print(f"replay / structured streaming {result['replay_over_structured_streaming']:.2f}x the time")
+        print(json.dumps(result), flush=True)
+        return result
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Retrace jobs (see README)."""

@@ -1,0 +1,1 @@
+"""Retrace orchestration (see README)."""

@@ -1,0 +1,1 @@
+"""Retrace: deterministic replays of event-time streaming decisions on Spark."""

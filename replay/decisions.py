@@ -1,0 +1,94 @@
+"""Per-event decisions (spec section 3) as column expressions: arrival checks, then the ordering check."""
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from replay.policy import Policy
+
+# -infinity for watermarks, in microseconds; far below any real instant and safe to subtract from.
+NEG = -(2**62)
+
+
+def arrival_checks(rows: DataFrame, policy: Policy) -> DataFrame:
+    """Steps 1-3, which need only the row itself: quarantine, early, late.
+
+    Adds `quarantined`, `early`, `late` (booleans), `passed` (the event goes on to the ordering
+    check) and `t` (its time after steps 2-3, microseconds).
+    """
+    is_event = F.col("kind") == "event"
+    arrival, et = F.col("arrival"), F.col("et")
+    quarantined = is_event & et.isNull()
+    E, L = policy.early_arrival_tolerance, policy.late_arrival_tolerance
+    early = F.lit(False) if E is None else is_event & ~quarantined & (et > arrival + E)
+    t1 = et
+    early_drop = F.lit(False)
+    if E is not None:
+        if policy.early_arrival_action == "adjust":
+            t1 = F.when(early, arrival + E).otherwise(et)
+        else:
+            early_drop = early
+    late = F.lit(False) if L is None else is_event & ~quarantined & ~early_drop & (t1 < arrival - L)
+    t2 = t1
+    late_drop = F.lit(False)
+    if L is not None:
+        if policy.late_arrival_action == "adjust":
+            t2 = F.when(late, arrival - L).otherwise(t1)
+        elif policy.late_arrival_action == "drop":
+            late_drop = late
+    passed = is_event & ~quarantined & ~early_drop & ~late_drop
+    return rows.select(
+        "*",
+        quarantined.alias("quarantined"),
+        early.alias("early"),
+        late.alias("late"),
+        passed.alias("passed"),
+        F.when(passed, t2).alias("t"),
+    )
+
+
+def ordering_check(rows: DataFrame, policy: Policy) -> DataFrame:
+    """Step 4 and the result: needs `w_before`, the scope watermark after the previous row.
+
+    Adds `out_of_order`, `action`, `reasons` and `timestamp` (microseconds, null unless kept).
+    """
+    ooo = F.col("passed") & (F.col("t") < F.col("w_before"))
+    ooo_action = policy.out_of_order_action
+    ooo_drop = ooo if ooo_action == "drop" else F.lit(False)
+    kept = F.col("passed") & ~ooo_drop
+    ts = F.when(ooo, F.col("w_before")).otherwise(F.col("t")) if ooo_action == "adjust" else F.col("t")
+    adjusted = (
+        (F.col("early") & F.lit(policy.early_arrival_action == "adjust"))
+        | (F.col("late") & F.lit(policy.late_arrival_action == "adjust"))
+        | (ooo & F.lit(ooo_action == "adjust"))
+    )
+    action = (
+        F.when(F.col("kind") != "event", F.lit(None))
+        .when(F.col("quarantined"), "quarantined")
+        .when(~kept, "dropped")
+        .when(adjusted, "adjusted")
+        .otherwise("accepted")
+    )
+    return rows.select(
+        "*",
+        ooo.alias("out_of_order"),
+        action.alias("action"),
+        _reasons(ooo).alias("reasons"),
+        F.when(kept, ts).alias("timestamp"),
+    )
+
+
+def _reasons(ooo: Column) -> Column:
+    """Reasons in check order; clock rows have none (null), events an array, maybe empty."""
+    named = [
+        F.when(F.col("quarantined"), F.lit("invalid_event_time")),
+        F.when(F.col("early"), F.lit("early")),
+        F.when(F.col("late"), F.lit("late")),
+        F.when(ooo, F.lit("out_of_order")),
+    ]
+    return F.when(F.col("kind") == "event", F.filter(F.array(*named), lambda r: r.isNotNull()))
+
+
+def last_reason() -> Column:
+    """A dead letter's reason: the last of the event's reasons."""
+    return F.element_at(F.col("reasons"), -1)

@@ -1,0 +1,351 @@
+"""Synthetic landing stream: what a broker's sink would drop into a landing folder.
+
+`generate(out_dir, events, ...)` writes `files` files (`part-00000.jsonl` ... or `.parquet`) in
+arrival order: file i holds a contiguous range of arrivals, and every file mixes all partitions.
+
+Rows: `partition`, `offset` (0, 1, 2, ... per partition), `arrival_time` (nondecreasing per
+partition), `event_time`, `key` (`k00042`), `value`. Times are ISO-8601 UTC strings with
+microseconds and `Z`. What makes the stream realistic (rates are per event, drawn independently):
+
+- arrivals are a Poisson process of `rate` events/s, spread over partitions with uneven weights;
+- on time (~96.5%): event_time = arrival - a lag of tens to hundreds of ms (lognormal, median 80 ms);
+- late (~3%): lag of 2 s to 10 min (log-uniform); early (~0.5%): 1 to 30 min ahead (log-uniform);
+- malformed (~0.05%, any class): event_time missing, `"not-a-time"`, or (jsonl only) a truncated,
+  unparseable line; in parquet, missing and truncated both become a null event_time;
+- idle gaps: the last partition is silent for 2-6 min about every 10 min, and (with >= 4
+  partitions) partition 1 for 20-90 s about every 30 min; their traffic moves to other partitions.
+
+Everything is vectorized (numpy + pyarrow) and deterministic: events are generated in fixed
+blocks from one seeded stream, so a seed gives the same events whatever `files` and `fmt` are
+(and a run with fewer events is a prefix of a run with more), and the same files byte for byte.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import sys
+import time
+from datetime import datetime, timezone
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+FORMATS = ("jsonl", "parquet")
+BLOCK = 1 << 16  # events drawn per block; fixed so that data do not depend on `files`
+
+P_LATE, P_EARLY, P_MALFORMED = 0.03, 0.005, 0.0005
+ONTIME_MEDIAN_US, ONTIME_SIGMA = 80_000, 0.7
+ONTIME_MIN_US, ONTIME_MAX_US = 5_000, 1_000_000
+LATE_MIN_US, LATE_MAX_US = 2_000_000, 600_000_000
+EARLY_MIN_US, EARLY_MAX_US = 60_000_000, 1_800_000_000
+MALFORMED_KINDS = ("missing_event_time", "unparseable_event_time", "broken_line")
+
+SCHEMA = pa.schema([
+    ("partition", pa.int32()), ("offset", pa.int64()), ("arrival_time", pa.string()),
+    ("event_time", pa.string()), ("key", pa.string()), ("value", pa.float64()),
+])
+
+
+def generate(out_dir: str, events: int, partitions: int = 8, keys: int = 1000, files: int = 100,
+             seed: int = 0, fmt: str = "jsonl", start: str = "2024-01-01T00:00:00Z",
+             rate: float = 1000.0, *, overwrite: bool = False) -> dict:
+    """Write the landing files and return a summary (events, files, malformed, bytes, ...).
+
+    Refuses to write into a folder that already holds `part-*` files unless `overwrite=True`
+    (then those are deleted first), so a landing folder never mixes two runs.
+    """
+    start_us = _validate(out_dir, events, partitions, keys, files, seed, fmt, start, rate)
+    out_dir = os.fspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    old = sorted(f for f in os.listdir(out_dir) if f.startswith("part-"))
+    if old and not overwrite:
+        raise FileExistsError(f"out_dir {out_dir!r} already holds {len(old)} part-* files "
+                              f"(e.g. {old[0]}); pass overwrite=True or use an empty folder")
+    for f in old:
+        os.remove(os.path.join(out_dir, f))
+
+    events_ss, idle_ss = np.random.SeedSequence(seed).spawn(2)
+    stream = _Stream(np.random.default_rng(events_ss), np.random.default_rng(idle_ss),
+                     partitions, keys, start_us, rate)
+    bounds = [i * events // files for i in range(files + 1)]
+    t0 = time.perf_counter()
+    totals = {"late": 0, "early": 0, **{k: 0 for k in MALFORMED_KINDS}}
+    nbytes, f, writer = 0, 0, None
+    first_arrival = last_arrival = None
+    for b0 in range(0, events, BLOCK):
+        blk = stream.block(min(BLOCK, events - b0))
+        for k in ("late", "early"):
+            totals[k] += int(blk[k].sum())
+        for i, k in enumerate(MALFORMED_KINDS):
+            totals[k] += int((blk["malformed"] & (blk["malformed_kind"] == i)).sum())
+        first_arrival = blk["arrival_us"][0] if first_arrival is None else first_arrival
+        last_arrival = blk["arrival_us"][-1]
+        rows = _to_arrow(blk, fmt, stream.key_names)
+        lo = b0
+        while lo < b0 + len(rows):
+            if writer is None:
+                writer = _Writer(out_dir, f, fmt)
+            hi = min(bounds[f + 1], b0 + len(rows))
+            writer.append(rows.slice(lo - b0, hi - lo))
+            lo = hi
+            if hi == bounds[f + 1]:
+                nbytes += writer.close()
+                writer, f = None, f + 1
+                if f * 10 // files != (f - 1) * 10 // files or f == files:
+                    print(f"generate: {f}/{files} files, {hi:,}/{events:,} events, "
+                          f"{time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
+    malformed = sum(totals[k] for k in MALFORMED_KINDS)
+    if fmt == "parquet":  # a parquet row cannot be a broken line; it is a null event_time
+        totals["missing_event_time"] += totals.pop("broken_line")
+    return {
+        "events": events, "files": files, "malformed": malformed, "bytes": nbytes,
+        "format": fmt, "out_dir": out_dir, "partitions": partitions, "keys": keys, "seed": seed,
+        "late": totals["late"], "early": totals["early"],
+        "malformed_by_kind": {k: totals[k] for k in MALFORMED_KINDS if k in totals},
+        "first_arrival": _iso_us(np.array([first_arrival]))[0].as_py(),
+        "last_arrival": _iso_us(np.array([last_arrival]))[0].as_py(),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+
+
+class _Stream:
+    """The event stream, one block at a time; state carries over between blocks."""
+
+    def __init__(self, rng, idle_rng, partitions, keys, start_us, rate):
+        self.rng, self.partitions, self.keys, self.start_us = rng, partitions, keys, start_us
+        self.mean_gap_us = 1e6 / rate
+        weights = 1.0 + 0.5 * rng.random(partitions)  # uneven partition rates
+        self.cdf = np.cumsum(weights / weights.sum())
+        self.key_perm = rng.permutation(keys)  # hot keys are spread over the key space
+        width = max(5, len(str(keys - 1)))
+        self.key_names = pa.array(np.char.add("k", np.char.zfill(np.arange(keys).astype(str), width)))
+        self.clock = 0.0  # microseconds since start, as a float (sum of gaps)
+        self.next_offset = np.zeros(partitions, np.int64)
+        # (partition, mean interval, min length, max length) in seconds
+        specs = []
+        if partitions >= 2:
+            specs.append((partitions - 1, 600, 120, 360))
+        if partitions >= 4:
+            specs.append((1, 1800, 20, 90))
+        self.idle = [_IdleGaps(idle_rng, p, *s) for p, *s in specs]
+        idle_parts = {g.partition for g in self.idle}
+        self.busy = np.array([p for p in range(partitions) if p not in idle_parts], np.int64)
+        self.busy_cdf = np.cumsum(weights[self.busy] / weights[self.busy].sum())
+
+    def block(self, n: int) -> dict:
+        """The next n <= BLOCK events. Always draws a full block (and cuts it) so that a shorter
+        run is a prefix of a longer one; only the last block of a run is ever cut."""
+        full = self._block(BLOCK)
+        return full if n == BLOCK else {k: v[:n] for k, v in full.items()}
+
+    def _block(self, n: int) -> dict:
+        rng = self.rng
+        cum = self.clock + np.cumsum(rng.exponential(self.mean_gap_us, n))
+        self.clock = float(cum[-1])
+        arrival = self.start_us + np.floor(cum).astype(np.int64)
+        part = np.minimum(np.searchsorted(self.cdf, rng.random(n), side="right"), self.partitions - 1)
+        moved_u = rng.random(n)
+        for gaps in self.idle:  # traffic of a silent partition goes to the busy ones
+            silent = (part == gaps.partition) & gaps.contains(arrival - self.start_us)
+            part[silent] = self.busy[np.minimum(
+                np.searchsorted(self.busy_cdf, moved_u[silent], side="right"), len(self.busy) - 1)]
+        # offsets: rank within the partition (stable = arrival order) + where the partition was
+        order = np.argsort(part, kind="stable")
+        counts = np.bincount(part, minlength=self.partitions)
+        rank = np.arange(n, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        offset = np.empty(n, np.int64)
+        offset[order] = rank + np.repeat(self.next_offset, counts)
+        self.next_offset += counts
+
+        u = rng.random(n)
+        late, early = u < P_LATE, (u >= P_LATE) & (u < P_LATE + P_EARLY)
+        lag = np.clip(rng.lognormal(math.log(ONTIME_MEDIAN_US), ONTIME_SIGMA, n),
+                      ONTIME_MIN_US, ONTIME_MAX_US)
+        v = rng.random(n)
+        lag = np.where(late, _log_uniform(v, LATE_MIN_US, LATE_MAX_US), lag)
+        lag = np.where(early, -_log_uniform(v, EARLY_MIN_US, EARLY_MAX_US), lag)
+        event = arrival - lag.astype(np.int64)
+
+        malformed = rng.random(n) < P_MALFORMED
+        malformed_kind = rng.integers(0, len(MALFORMED_KINDS), n, dtype=np.int8)
+        key = self.key_perm[np.minimum((self.keys * rng.random(n) ** 2).astype(np.int64), self.keys - 1)]
+        cents = np.maximum(np.rint(rng.lognormal(3.0, 1.0, n) * 100), 1).astype(np.int64)
+        return {"partition": part.astype(np.int32), "offset": offset, "arrival_us": arrival,
+                "event_us": event, "key": key, "cents": cents, "late": late, "early": early,
+                "malformed": malformed, "malformed_kind": malformed_kind}
+
+
+class _IdleGaps:
+    """Silent intervals of one partition (in microseconds since start), drawn lazily."""
+
+    def __init__(self, rng, partition, mean_every_s, min_s, max_s):
+        self.rng, self.partition = rng, partition
+        self.mean_every_us, self.min_us, self.max_us = mean_every_s * 1e6, min_s * 1e6, max_s * 1e6
+        self.starts, self.ends = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        self.horizon = 0
+
+    def contains(self, t: np.ndarray) -> np.ndarray:
+        while self.horizon <= t[-1]:  # t is sorted; extend 64 gaps at a time
+            busy = self.rng.exponential(self.mean_every_us, 64).astype(np.int64)
+            silent = self.rng.uniform(self.min_us, self.max_us, 64).astype(np.int64)
+            e = self.horizon + np.cumsum(busy + silent)  # busy, silent, busy, silent, ...
+            s = e - silent
+            self.starts, self.ends = np.concatenate([self.starts, s]), np.concatenate([self.ends, e])
+            self.horizon = int(e[-1])
+        i = np.searchsorted(self.starts, t, side="right") - 1
+        return (i >= 0) & (t < self.ends[np.maximum(i, 0)])
+
+
+def _log_uniform(u, lo, hi):
+    return np.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))
+
+
+def _iso_us(us: np.ndarray) -> pa.StringArray:
+    """Microseconds since the epoch -> `YYYY-MM-DDTHH:MM:SS.ffffffZ`, built as one byte matrix."""
+    n = len(us)
+    days, rem = np.divmod(us, 86_400_000_000)
+    d0 = int(days.min())
+    dates = np.arange(d0, int(days.max()) + 1).astype("datetime64[D]").astype("S10")
+    buf = np.empty((n, 27), np.uint8)
+    buf[:, :10] = dates.view(np.uint8).reshape(-1, 10)[days - d0]
+    secs, frac = np.divmod(rem, 1_000_000)
+    hours, secs = np.divmod(secs, 3600)
+    minutes, secs = np.divmod(secs, 60)
+    for col, (value, width) in {11: (hours, 2), 14: (minutes, 2), 17: (secs, 2), 20: (frac, 6)}.items():
+        for j in range(width):
+            buf[:, col + width - 1 - j] = 48 + (value // 10 ** j) % 10
+    for col, ch in ((10, "T"), (13, ":"), (16, ":"), (19, "."), (26, "Z")):
+        buf[:, col] = ord(ch)
+    offsets = np.arange(0, 27 * (n + 1), 27, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(buf))
+
+
+_TWO_DIGITS = pa.array([f"{i:02d}" for i in range(100)])
+
+
+def _to_arrow(blk: dict, fmt: str, key_names: pa.StringArray) -> pa.Table | pa.StringArray:
+    """A block as a parquet-ready table, or (jsonl) as its lines, each ending in a newline."""
+    n = len(blk["offset"])
+    key = key_names.take(pa.array(blk["key"]))
+    arrival = _iso_us(blk["arrival_us"])
+    event = _iso_us(blk["event_us"])
+    bad, kind = blk["malformed"], blk["malformed_kind"]
+    unparseable = bad & (kind == 1)
+    event = pc.replace_with_mask(event, pa.array(unparseable), pa.array(["not-a-time"] * int(unparseable.sum()), pa.string()))
+    if fmt == "parquet":
+        missing = pa.array(bad & (kind != 1))
+        event = pc.if_else(missing, pa.scalar(None, pa.string()), event)
+        return pa.Table.from_arrays([pa.array(blk["partition"]), pa.array(blk["offset"]), arrival, event, key,
+                                     pa.array(blk["cents"] / 100.0)], schema=SCHEMA)
+    cents = blk["cents"]
+    cols = {"partition": pa.array(blk["partition"]).cast(pa.string()),
+            "offset": pa.array(blk["offset"]).cast(pa.string()), "arrival": arrival, "event": event,
+            "key": key, "units": pa.array(cents // 100).cast(pa.string()),
+            "cents": _TWO_DIGITS.take(pa.array(cents % 100))}
+
+    def lines_of(c: dict, event_time: str) -> pa.StringArray:  # event_time: "full", "absent", "torn"
+        head = ['{"partition":', c["partition"], ',"offset":', c["offset"], ',"arrival_time":"', c["arrival"]]
+        if event_time == "torn":  # cut off in the middle of event_time, as a torn write would be
+            return pc.binary_join_element_wise(*head, '","event_time":"', pc.utf8_slice_codeunits(c["event"], 0, 13),
+                                               "\n", "")
+        event_field = ['","event_time":"', c["event"]] if event_time == "full" else []
+        return pc.binary_join_element_wise(*head, *event_field, '","key":"', c["key"], '","value":', c["units"],
+                                           ".", c["cents"], "}\n", "")
+
+    lines = lines_of(cols, "full")
+    for mask, event_time in ((bad & (kind == 0), "absent"), (bad & (kind == 2), "torn")):
+        if mask.any():  # rare rows: build their lines alone and patch them in
+            idx = pa.array(np.flatnonzero(mask))
+            lines = pc.replace_with_mask(lines, pa.array(mask), lines_of({k: v.take(idx) for k, v in cols.items()}, event_time))
+    assert len(lines) == n
+    return lines
+
+
+class _Writer:
+    """One landing file, written under a hidden temporary name and renamed when complete."""
+
+    def __init__(self, out_dir: str, index: int, fmt: str):
+        self.fmt = fmt
+        self.path = os.path.join(out_dir, f"part-{index:05d}.{fmt}")
+        self.tmp = os.path.join(out_dir, f".part-{index:05d}.{fmt}.tmp")
+        self.parts: list = []
+        self.fh = open(self.tmp, "wb") if fmt == "jsonl" else None
+
+    def append(self, rows) -> None:
+        if self.fh is None:
+            self.parts.append(rows)
+            return
+        rows = rows.combine_chunks() if isinstance(rows, pa.ChunkedArray) else rows
+        offsets = np.frombuffer(rows.buffers()[1], np.int32, len(rows) + 1, rows.offset * 4)
+        self.fh.write(memoryview(rows.buffers()[2])[offsets[0]:offsets[-1]])
+
+    def close(self) -> int:
+        if self.fh is not None:
+            self.fh.close()
+        else:
+            pq.write_table(pa.concat_tables(self.parts), self.tmp, compression="snappy")
+        os.replace(self.tmp, self.path)
+        return os.path.getsize(self.path)
+
+
+def _validate(out_dir, events, partitions, keys, files, seed, fmt, start, rate) -> int:
+    """Check the arguments; return `start` in microseconds since the epoch."""
+    if not isinstance(out_dir, (str, os.PathLike)) or not os.fspath(out_dir):
+        raise ValueError(f"out_dir must be a non-empty path, got {out_dir!r}")
+
+    def integer(name, value, minimum):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+        if value < minimum:
+            raise ValueError(f"{name} must be {'> 0' if minimum == 1 else f'>= {minimum}'}, got {value!r}")
+
+    integer("events", events, 1)
+    integer("partitions", partitions, 1)
+    integer("keys", keys, 1)
+    integer("files", files, 1)
+    integer("seed", seed, 0)
+    if files > events:
+        raise ValueError(f"files must be <= events (every file holds at least one event), "
+                         f"got files={files}, events={events}")
+    if fmt not in FORMATS:
+        raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not math.isfinite(rate) or rate <= 0:
+        raise ValueError(f"rate must be a finite number > 0 (events per second), got {rate!r}")
+    if not isinstance(start, str):
+        raise TypeError(f"start must be an ISO-8601 string like '2024-01-01T00:00:00Z', got {start!r}")
+    try:
+        dt = datetime.fromisoformat(start)
+    except ValueError:
+        raise ValueError(f"start must be an ISO-8601 time like '2024-01-01T00:00:00Z', got {start!r}") from None
+    dt = dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+    if not 1971 <= dt.year <= 9000:
+        raise ValueError(f"start must be between 1971 and 9000, got {start!r}")
+    delta = dt - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _main(argv=None) -> None:
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description="Write a synthetic landing stream.")
+    ap.add_argument("out_dir")
+    ap.add_argument("--events", type=int, required=True)
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--keys", type=int, default=1000)
+    ap.add_argument("--files", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fmt", choices=FORMATS, default="jsonl")
+    ap.add_argument("--start", default="2024-01-01T00:00:00Z")
+    ap.add_argument("--rate", type=float, default=1000.0)
+    ap.add_argument("--overwrite", action="store_true")
+    a = ap.parse_args(argv)
+    print(json.dumps(generate(a.out_dir, a.events, a.partitions, a.keys, a.files, a.seed, a.fmt,
+                              a.start, a.rate, overwrite=a.overwrite)))
+
+
+if __name__ == "__main__":
+    _main()

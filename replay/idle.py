@@ -1,0 +1,63 @@
+"""Idle timeout (spec section 6, as in Atlas): a clock row closes open windows of a quiet scope.
+
+At a clock row with arrival a, every open window (end e) with a >= max(e, last event arrival) +
+idle_timeout closes: the scope's output watermark is raised to e + allowed lateness. Which windows
+are open depends on everything before the row, so this runs in seq order, one output scope per task.
+"""
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from replay.policy import Policy
+from replay.windows import scope_column, window_range
+
+
+def raises(rows: DataFrame, policy: Policy) -> DataFrame:
+    """(seq, raise): the output watermark a clock row raises its scope to (only rows that raise it)."""
+    w = policy.window
+    lo, hi = window_range(F.col("timestamp"), w)
+    slim = rows.select(
+        "seq", "kind", "arrival",
+        scope_column(policy).alias("scope"),
+        F.when(F.col("timestamp").isNotNull() & (lo <= hi), lo).alias("k_lo"),
+        F.when(F.col("timestamp").isNotNull() & (lo <= hi), hi).alias("k_hi"),
+    )
+    return slim.groupBy("scope").applyInPandas(_raises_in_scope(policy), "seq long, raise long")
+
+
+def _raises_in_scope(policy: Policy):
+    w, idle, lateness = policy.window, policy.idle_timeout, policy.allowed_lateness
+
+    def run(pdf: pd.DataFrame) -> pd.DataFrame:
+        pdf = pdf.sort_values("seq", kind="stable")
+        is_event = (pdf["kind"] == "event").to_numpy()
+        arrival = pdf["arrival"].to_numpy(dtype=np.int64)
+        seqs = pdf["seq"].to_numpy(dtype=np.int64)
+        k_lo, k_hi = pdf["k_lo"].to_numpy(), pdf["k_hi"].to_numpy()
+        ends: list[int] = []  # sorted ends of windows that have held an event so far
+        seen: set[int] = set()
+        last_event = None
+        out_seq, out_raise = [], []
+        for i in range(len(pdf)):
+            if is_event[i]:
+                last_event = arrival[i] if last_event is None else max(last_event, arrival[i])
+                if not pd.isna(k_lo[i]):
+                    for k in range(int(k_lo[i]), int(k_hi[i]) + 1):
+                        if k not in seen:
+                            seen.add(k)
+                            bisect.insort(ends, w.offset + k * w.hop + w.size)
+            elif last_event is not None and ends:
+                limit = int(arrival[i]) - idle
+                if last_event <= limit:
+                    j = bisect.bisect_right(ends, limit)
+                    if j:
+                        out_seq.append(int(seqs[i]))
+                        out_raise.append(ends[j - 1] + lateness)
+        return pd.DataFrame({"seq": pd.Series(out_seq, dtype="int64"), "raise": pd.Series(out_raise, dtype="int64")})
+
+    return run

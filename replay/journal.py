@@ -1,0 +1,184 @@
+"""The journal (spec section 1): an append-only Delta table of every row the job observed.
+
+Ingest reads a landing folder of JSON-lines or Parquet files on the executors, assigns `seq` in
+(file name, line) order, and commits once; files already in the journal are skipped, so ingesting
+twice is a no-op. Lines that cannot be placed (bad JSON, no partition, offset or arrival time) are
+kept as `kind = malformed` rows with their raw text, never dropped.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from replay.store import TableStore, default_store
+
+SCHEMA = (
+    "seq long, partition int, offset long, kind string, arrival_time timestamp, event_time timestamp, "
+    "key string, value double, payload string, source string, source_line long"
+)
+FIELDS = ("partition", "offset", "arrival_time", "event_time", "key", "value")
+RAW = ", ".join(f"{f} string" for f in FIELDS)
+FORMATS = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".parquet": "parquet"}
+
+
+def journal_path(lake: str) -> str:
+    return os.path.join(lake, "journal")
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    files: list[str]
+    skipped: int
+    rows: int
+    events: int
+    malformed: int
+    bad_event_time: int
+    version: int | None
+
+
+def read(spark: SparkSession, lake: str, store: TableStore | None = None) -> DataFrame:
+    store = store or default_store()
+    path = journal_path(lake)
+    if not store.exists(path):
+        raise FileNotFoundError(f"no journal at {path}; run `replay ingest --landing DIR --lake {lake}` first")
+    return store.read(spark, path)
+
+
+def landing_files(landing: str) -> list[str]:
+    """Landing files by name (the order they are journaled in), as paths relative to `landing`."""
+    if not os.path.isdir(landing):
+        raise FileNotFoundError(f"landing folder {landing} does not exist")
+    found = []
+    for root, _, names in os.walk(landing):
+        for name in names:
+            if os.path.splitext(name)[1] in FORMATS and not name.startswith((".", "_")):
+                found.append(os.path.relpath(os.path.join(root, name), landing))
+    return sorted(found)
+
+
+def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | None = None) -> IngestResult:
+    """Journal every landing file not journaled yet, in one commit."""
+    store = store or default_store()
+    path = journal_path(lake)
+    files = landing_files(landing)
+    base, done = 0, set()
+    if store.exists(path):
+        existing = store.read(spark, path)
+        stats = existing.agg(F.max("seq").alias("hi"), F.collect_set("source").alias("sources")).first()
+        base = (stats["hi"] + 1) if stats["hi"] is not None else 0
+        done = set(stats["sources"])
+    new = [f for f in files if f not in done]
+    if not new:
+        return IngestResult([], len(files), 0, 0, 0, 0, None)
+    raw = _read_raw(spark, landing, new)
+    rows = _with_seq(spark, normalize(raw), new, base)
+    rows = rows.persist()
+    counts = rows.agg(
+        F.count("*").alias("rows"),
+        F.count(F.when(F.col("kind") == "event", 1)).alias("events"),
+        F.count(F.when(F.col("kind") == "malformed", 1)).alias("malformed"),
+        F.count(F.when((F.col("kind") == "event") & F.col("event_time").isNull(), 1)).alias("bad"),
+    ).first()
+    version = store.write(rows, path, stats_columns=("seq",))
+    rows.unpersist()
+    return IngestResult(new, len(files) - len(new), counts["rows"], counts["events"], counts["malformed"],
+                        counts["bad"], version)
+
+
+def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:
+    """(source, source_line, line, raw string fields) for every non-blank line or Parquet row."""
+    parts = []
+    by_format: dict[str, list[str]] = {}
+    for f in files:
+        by_format.setdefault(FORMATS[os.path.splitext(f)[1]], []).append(f)
+    root = os.path.abspath(landing)
+    source = F.substring_index(F.col("_metadata.file_path"), "/", -1)
+    rel = F.regexp_replace(F.expr("try_url_decode(_metadata.file_path)"), "^file:" + "(//)?" + root + "/", "")
+    if "json" in by_format:
+        text = spark.read.option("wholetext", True).text([os.path.join(root, f) for f in by_format["json"]])
+        lines = text.select(rel.alias("source"), F.posexplode(F.split("value", "\n")).alias("pos", "line"))
+        lines = lines.where(F.trim("line") != "")
+        parsed = F.from_json("line", RAW)
+        parts.append(lines.select(
+            "source", (F.col("pos") + 1).cast("long").alias("source_line"), "line",
+            *[parsed[f].alias(f) for f in FIELDS]))
+    if "parquet" in by_format:
+        pq = spark.read.parquet(*[os.path.join(root, f) for f in by_format["parquet"]])
+        cols = set(pq.columns)
+        fields = [(F.col(f).cast("string") if f in cols else F.lit(None).cast("string")).alias(f) for f in FIELDS]
+        line = F.to_json(F.struct(*[F.col(f) for f in pq.columns]))
+        parts.append(pq.select(
+            rel.alias("source"), (F.col("_metadata.row_index") + 1).alias("source_line"), line.alias("line"),
+            *fields))
+    del source
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out
+
+
+def normalize(raw: DataFrame) -> DataFrame:
+    """Typed journal columns; rows that cannot be placed become `malformed`, keeping their text."""
+    partition = F.col("partition").try_cast("int")
+    offset = F.col("offset").try_cast("long")
+    arrival = F.col("arrival_time").try_cast("timestamp")
+    event_time = F.col("event_time").try_cast("timestamp")
+    value = F.col("value").try_cast("double")
+    malformed = (
+        partition.isNull() | offset.isNull() | arrival.isNull()
+        | (F.col("value").isNotNull() & value.isNull())
+    )
+    keep_text = malformed | event_time.isNull()
+    return raw.select(
+        partition.alias("partition"),
+        offset.alias("offset"),
+        F.when(malformed, "malformed").otherwise("event").alias("kind"),
+        arrival.alias("arrival_time"),
+        event_time.alias("event_time"),
+        F.col("key"),
+        value.alias("value"),
+        F.when(keep_text, F.col("line")).alias("payload"),
+        "source",
+        "source_line",
+    )
+
+
+def _with_seq(spark: SparkSession, rows: DataFrame, files: list[str], base: int) -> DataFrame:
+    """seq = base + (lines in earlier files) + line - 1: the order of file names, then lines."""
+    sizes = {r["source"]: r["n"] for r in rows.groupBy("source").agg(F.max("source_line").alias("n")).collect()}
+    starts, acc = [], base
+    for f in files:
+        starts.append((f, acc))
+        acc += sizes.get(f, 0)
+    offsets = spark.createDataFrame(starts, "source string, start long")
+    seq = F.col("start") + F.col("source_line") - 1
+    return rows.join(F.broadcast(offsets), "source").select(seq.alias("seq"), *[c for c in _names() if c != "seq"])
+
+
+def _names() -> list[str]:
+    return [c.split()[0] for c in SCHEMA.split(", ")]
+
+
+def from_rows(spark: SparkSession, rows: list[dict]) -> DataFrame:
+    """A journal DataFrame from rows in the conformance shape (their index is their seq)."""
+    out = []
+    for i, r in enumerate(rows):
+        event_time = r.get("event_time")
+        payload = json.dumps(r) if r.get("kind", "event") == "event" and event_time is None else None
+        out.append({
+            "seq": i, "partition": r["partition"], "offset": r["offset"], "kind": r.get("kind", "event"),
+            "arrival_time": r["arrival_time"], "event_time": event_time, "key": r.get("key"),
+            "value": None if r.get("value") is None else float(r["value"]), "payload": payload,
+            "source": "inline", "source_line": i + 1,
+        })
+    typed = SCHEMA.replace("arrival_time timestamp", "arrival_time string").replace(
+        "event_time timestamp", "event_time string")
+    df = spark.createDataFrame(out, typed)
+    return df.select(
+        *[F.col(c).try_cast("timestamp").alias(c) if c in ("arrival_time", "event_time") else F.col(c)
+          for c in _names()]
+    )

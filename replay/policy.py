@@ -1,0 +1,265 @@
+"""The time policy of a job: a frozen, validated value with the spec's field names and defaults.
+
+Closed types with named factories, as Trill's DisorderPolicy: a policy can only be built valid.
+Durations are held in integer microseconds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from replay.durations import format_duration, parse_duration
+
+EARLY_ACTIONS = ("drop", "adjust")
+LATE_ACTIONS = ("adjust", "drop", "accept")
+OUT_OF_ORDER_ACTIONS = ("adjust", "drop", "accept")
+SUBSTREAM_COLUMNS = ("key",)
+PARTITION_MODES = ("merged", "independent")
+
+
+class PolicyError(ValueError):
+    """A policy field has a bad value; the message names the field and the value."""
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """Watermark = max accepted timestamp - out-of-order tolerance, floored by arrival - late tolerance."""
+
+    strategy: str = "bounded"
+
+    def to_dict(self) -> dict:
+        return {"strategy": "bounded"}
+
+
+@dataclass(frozen=True)
+class Punctuated:
+    """StreamInsight CTIs: a punctuation after every N events and/or every T of event time, D behind."""
+
+    every_events: int | None = None
+    every: int | None = None
+    delay: int = 0
+    strategy: str = "punctuated"
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"strategy": "punctuated", "delay": format_duration(self.delay)}
+        if self.every_events is not None:
+            out["every_events"] = self.every_events
+        if self.every is not None:
+            out["every"] = format_duration(self.every)
+        return out
+
+
+@dataclass(frozen=True)
+class Window:
+    """Windows [offset + k*hop, + size); tumbling when hop == size, gaps when hop > size."""
+
+    kind: str
+    size: int
+    hop: int
+    offset: int = 0
+
+    @classmethod
+    def tumbling(cls, size: int, offset: int = 0) -> "Window":
+        return cls("tumbling", size, size, offset)
+
+    @classmethod
+    def hopping(cls, size: int, hop: int, offset: int = 0) -> "Window":
+        return cls("hopping", size, hop, offset)
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"kind": self.kind, "size": format_duration(self.size)}
+        if self.kind == "hopping":
+            out["hop"] = format_duration(self.hop)
+        if self.offset:
+            out["offset"] = format_duration(self.offset)
+        return out
+
+
+@dataclass(frozen=True)
+class Policy:
+    early_arrival_tolerance: int | None = 5 * 60_000_000
+    early_arrival_action: str = "drop"
+    late_arrival_tolerance: int | None = 5_000_000
+    late_arrival_action: str = "adjust"
+    out_of_order_tolerance: int = 0
+    out_of_order_action: str = "adjust"
+    substream_by: str | None = None
+    partitions: str = "merged"
+    watermark: Bounded | Punctuated = field(default_factory=Bounded)
+    window: Window | None = None
+    group_by_key: bool = True
+    allowed_lateness: int = 0
+    idle_timeout: int | None = None
+    flush_at_end: bool = True
+
+    @classmethod
+    def from_dict(cls, raw: dict | None) -> "Policy":
+        return _build(raw or {})
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> "Policy":
+        try:
+            raw = yaml.safe_load(Path(path).read_text())
+        except FileNotFoundError:
+            raise PolicyError(f"policy file {path} does not exist") from None
+        except yaml.YAMLError as e:
+            raise PolicyError(f"policy file {path} is not valid YAML: {e}") from None
+        if raw is not None and not isinstance(raw, dict):
+            raise PolicyError(f"policy file {path} must hold a mapping of policy fields, got {type(raw).__name__}")
+        try:
+            return _build(raw or {})
+        except PolicyError as e:
+            raise PolicyError(f"{path}: {e}") from None
+
+    @property
+    def independent(self) -> bool:
+        return self.partitions == "independent"
+
+    @property
+    def punctuated(self) -> bool:
+        return isinstance(self.watermark, Punctuated)
+
+    def to_dict(self) -> dict:
+        """The policy in the spec's YAML shape, every field explicit (a canonical form for hashing and logs)."""
+        dur = lambda v: None if v is None else format_duration(v)  # noqa: E731
+        return {
+            "early_arrival_tolerance": dur(self.early_arrival_tolerance),
+            "early_arrival_action": self.early_arrival_action,
+            "late_arrival_tolerance": dur(self.late_arrival_tolerance),
+            "late_arrival_action": self.late_arrival_action,
+            "out_of_order_tolerance": dur(self.out_of_order_tolerance),
+            "out_of_order_action": self.out_of_order_action,
+            "substream_by": self.substream_by,
+            "partitions": self.partitions,
+            "watermark": self.watermark.to_dict(),
+            "window": None if self.window is None else self.window.to_dict(),
+            "group_by_key": self.group_by_key,
+            "allowed_lateness": dur(self.allowed_lateness),
+            "idle_timeout": dur(self.idle_timeout),
+            "flush_at_end": self.flush_at_end,
+        }
+
+
+_FIELDS = set(Policy.__dataclass_fields__)
+
+
+def _duration(raw: dict, name: str, *, nullable: bool, minimum: int | None = 0, positive: bool = False):
+    if name not in raw:
+        return Policy.__dataclass_fields__[name].default
+    value = raw[name]
+    if value is None:
+        if nullable:
+            return None
+        raise PolicyError(f"{name}: null is not allowed; give a duration such as '0s'")
+    us = _parse(value, name)
+    if positive and us <= 0:
+        raise PolicyError(f"{name}: must be positive, got {value!r}")
+    if minimum is not None and us < minimum:
+        raise PolicyError(f"{name}: must not be negative, got {value!r}")
+    return us
+
+
+def _parse(value: Any, name: str) -> int:
+    try:
+        return parse_duration(value, name)
+    except ValueError as e:
+        raise PolicyError(str(e)) from None
+
+
+def _choice(raw: dict, name: str, allowed: tuple[str, ...]):
+    value = raw.get(name, Policy.__dataclass_fields__[name].default)
+    if value not in allowed:
+        raise PolicyError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def _bool(raw: dict, name: str) -> bool:
+    value = raw.get(name, Policy.__dataclass_fields__[name].default)
+    if not isinstance(value, bool):
+        raise PolicyError(f"{name}: must be true or false, got {value!r}")
+    return value
+
+
+def _unknown(raw: dict, known: set[str], where: str) -> None:
+    extra = sorted(set(raw) - known)
+    if extra:
+        raise PolicyError(f"{where}unknown field {extra[0]!r}; known fields: {', '.join(sorted(known))}")
+
+
+def _watermark(raw: Any) -> Bounded | Punctuated:
+    if raw is None:
+        return Bounded()
+    if not isinstance(raw, dict):
+        raise PolicyError(f"watermark: must be a mapping like {{strategy: bounded}}, got {raw!r}")
+    strategy = raw.get("strategy", "bounded")
+    if strategy == "bounded":
+        _unknown(raw, {"strategy"}, "watermark: ")
+        return Bounded()
+    if strategy != "punctuated":
+        raise PolicyError(f"watermark.strategy: {strategy!r} is not one of bounded, punctuated")
+    _unknown(raw, {"strategy", "every_events", "every", "delay"}, "watermark: ")
+    n = raw.get("every_events")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise PolicyError(f"watermark.every_events: must be a positive integer, got {n!r}")
+    every = raw.get("every")
+    every_us = None if every is None else _parse(every, "watermark.every")
+    if every_us is not None and every_us <= 0:
+        raise PolicyError(f"watermark.every: must be positive, got {every!r}")
+    if n is None and every_us is None:
+        raise PolicyError("watermark: a punctuated strategy needs every_events, every, or both")
+    delay = _parse(raw.get("delay", "0s"), "watermark.delay")
+    return Punctuated(every_events=n, every=every_us, delay=delay)
+
+
+def _window(raw: Any) -> Window | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise PolicyError(f"window: must be a mapping like {{kind: tumbling, size: 1m}}, got {raw!r}")
+    kind = raw.get("kind")
+    if kind not in ("tumbling", "hopping"):
+        raise PolicyError(f"window.kind: {kind!r} is not one of tumbling, hopping")
+    known = {"kind", "size", "offset"} | ({"hop"} if kind == "hopping" else set())
+    _unknown(raw, known, "window: ")
+    if "size" not in raw:
+        raise PolicyError("window.size: missing; give a duration such as '1m'")
+    size = _parse(raw["size"], "window.size")
+    if size <= 0:
+        raise PolicyError(f"window.size: must be positive, got {raw['size']!r}")
+    offset = _parse(raw.get("offset", "0s"), "window.offset")
+    if kind == "tumbling":
+        return Window.tumbling(size, offset)
+    if "hop" not in raw:
+        raise PolicyError("window.hop: missing; a hopping window needs a hop such as '10s'")
+    hop = _parse(raw["hop"], "window.hop")
+    if hop <= 0:
+        raise PolicyError(f"window.hop: must be positive, got {raw['hop']!r}")
+    return Window.hopping(size, hop, offset)
+
+
+def _build(raw: dict) -> Policy:
+    if not isinstance(raw, dict):
+        raise PolicyError(f"policy must be a mapping of fields, got {type(raw).__name__}")
+    _unknown(raw, _FIELDS, "")
+    substream = raw.get("substream_by")
+    if substream is not None and substream not in SUBSTREAM_COLUMNS:
+        raise PolicyError(f"substream_by: {substream!r} is not a journal column; use one of {', '.join(SUBSTREAM_COLUMNS)} or null")
+    return Policy(
+        early_arrival_tolerance=_duration(raw, "early_arrival_tolerance", nullable=True),
+        early_arrival_action=_choice(raw, "early_arrival_action", EARLY_ACTIONS),
+        late_arrival_tolerance=_duration(raw, "late_arrival_tolerance", nullable=True),
+        late_arrival_action=_choice(raw, "late_arrival_action", LATE_ACTIONS),
+        out_of_order_tolerance=_duration(raw, "out_of_order_tolerance", nullable=False),
+        out_of_order_action=_choice(raw, "out_of_order_action", OUT_OF_ORDER_ACTIONS),
+        substream_by=substream,
+        partitions=_choice(raw, "partitions", PARTITION_MODES),
+        watermark=_watermark(raw.get("watermark")),
+        window=_window(raw.get("window")),
+        group_by_key=_bool(raw, "group_by_key"),
+        allowed_lateness=_duration(raw, "allowed_lateness", nullable=False),
+        idle_timeout=_duration(raw, "idle_timeout", nullable=True, positive=True),
+        flush_at_end=_bool(raw, "flush_at_end"),
+    )

@@ -1,0 +1,109 @@
+"""Windows (spec section 5): membership, close points, aggregates and `window_closed` dead letters.
+
+A window closes at the first row whose output watermark reaches its end + allowed lateness. The
+output watermark is monotone, so the close row of window k is the first row whose "last window
+reached" index is >= k: a group-by and a small join, no global ordering.
+"""
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from replay.decisions import NEG
+from replay.policy import Policy, Window
+
+
+def floor_div(a: Column, b: int) -> Column:
+    """Exact integer floor division, also for negative numerators."""
+    return ((a - F.pmod(a, F.lit(b))) / F.lit(b)).cast("long")
+
+
+def window_range(ts: Column, w: Window) -> tuple[Column, Column]:
+    """Indexes k of the windows [offset + k*hop, + size) holding instant ts (empty when lo > hi)."""
+    lo = floor_div(ts - w.offset - w.size, w.hop).cast("long") + 1
+    hi = floor_div(ts - w.offset, w.hop).cast("long")
+    return lo, hi
+
+
+def window_start(k: Column, w: Window) -> Column:
+    return F.lit(w.offset) + k * w.hop
+
+
+MERGED = -1  # the one output scope of a merged source (partitions are >= 0)
+
+
+def scope_column(policy: Policy) -> Column:
+    """The output scope of a row: its partition when independent, else one scope for all."""
+    return F.col("partition") if policy.independent else F.lit(MERGED)
+
+
+def members(decisions: DataFrame, policy: Policy) -> DataFrame:
+    """One row per (kept event, window it belongs to): seq, partition, offset, arrival, scope, key, value, k."""
+    w = policy.window
+    lo, hi = window_range(F.col("timestamp"), w)
+    kept = decisions.where(F.col("timestamp").isNotNull())
+    return kept.select(
+        "seq", "partition", "offset", "arrival",
+        scope_column(policy).alias("scope"),
+        (F.col("key") if policy.group_by_key else F.lit(None).cast("string")).alias("group_key"),
+        "value",
+        F.explode(F.when(lo <= hi, F.sequence(lo, hi)).otherwise(F.array().cast("array<bigint>"))).alias("k"),
+    )
+
+
+def unwindowed(decisions: DataFrame, policy: Policy) -> Column:
+    """Kept events that fall into no window (hopping windows with gaps)."""
+    lo, hi = window_range(F.col("timestamp"), policy.window)
+    return F.col("timestamp").isNotNull() & (lo > hi)
+
+
+def close_points(decisions: DataFrame, wanted: DataFrame, policy: Policy) -> DataFrame:
+    """(scope, k, close_seq): the first row at which window k of a scope is closed (null: never)."""
+    w = policy.window
+    reached = floor_div(F.col("output_watermark") - w.offset - w.size - policy.allowed_lateness, w.hop).cast("long")
+    firsts = (
+        decisions.where(F.col("output_watermark") > NEG)
+        .select(scope_column(policy).alias("scope"), reached.alias("reached"), "seq")
+        .groupBy("scope", "reached").agg(F.min("seq").alias("first_seq"))
+    )
+    candidates = wanted.join(
+        F.broadcast(firsts), (wanted.scope == firsts.scope) & (firsts.reached >= wanted.k), "left"
+    )
+    return candidates.groupBy(wanted.scope, wanted.k).agg(F.min("first_seq").alias("close_seq"))
+
+
+def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool) -> tuple[DataFrame, DataFrame]:
+    """Emitted windows and the `window_closed` dead letters of events that came after their window closed."""
+    w = policy.window
+    m = members(decisions, policy)
+    wanted = m.select("scope", "k").distinct()
+    closes = close_points(decisions, wanted, policy)
+    joined = m.join(F.broadcast(closes), ["scope", "k"], "left").withColumnRenamed("scope", "scope_")
+    too_late = F.col("close_seq").isNotNull() & (F.col("seq") > F.col("close_seq"))
+    counted = joined.where(~too_late)
+    windows = (
+        counted.groupBy("scope_", "group_key", "k")
+        .agg(
+            F.count("*").alias("count"),
+            # decimal sums are exact, so the result does not depend on how rows were partitioned
+            F.sum(F.col("value").cast("decimal(38,12)")).cast("double").alias("sum"),
+            F.first("close_seq").alias("emitted_at"),
+        )
+    )
+    if not flush:
+        windows = windows.where(F.col("emitted_at").isNotNull())
+    start = window_start(F.col("k"), w)
+    windows = windows.select(
+        F.timestamp_micros(start).alias("window_start"),
+        F.timestamp_micros(start + w.size).alias("window_end"),
+        F.col("group_key").alias("key"),
+        F.when(F.col("scope_") != MERGED, F.col("scope_")).alias("partition"),
+        "count", "sum", "emitted_at",
+    )
+    closed = joined.where(too_late).select(
+        "seq", "partition", "offset",
+        F.lit("window_closed").alias("reason"),
+        F.timestamp_micros(start).alias("window_start"),
+        F.timestamp_micros(F.col("arrival")).alias("arrival_time"),
+    )
+    return windows, closed

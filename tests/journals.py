@@ -1,0 +1,111 @@
+"""Hypothesis strategies for random but valid policies and journals.
+
+Everything sits on a whole-second grid near 2024-01-01T00:00:00Z so that the strict/non-strict
+equality edges of the spec (exactly L late, exactly at the watermark, window end) happen often.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from hypothesis import strategies as st
+
+START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+KEYS = ("a", "b", "c")
+
+TOLERANCES = st.sampled_from(["0s", "1s", "2s", "3s", "5s", "10s", "1m"])
+NULLABLE_TOLERANCES = st.one_of(st.none(), TOLERANCES)
+SMALL = st.sampled_from(["0s", "1s", "2s", "5s"])
+
+
+def _iso(d: datetime) -> str:
+    text = d.strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{text}.{d.microsecond:06d}Z" if d.microsecond else f"{text}Z"
+
+
+@st.composite
+def watermarks(draw):
+    """Bounded (sometimes left to the default), or punctuated by count and/or event time."""
+    if draw(st.booleans()):
+        return draw(st.sampled_from([None, {"strategy": "bounded"}]))
+    wm = {"strategy": "punctuated", "delay": draw(st.sampled_from(["-1us", "0s", "1s", "5s", "-1s"]))}
+    by = draw(st.sampled_from(["events", "time", "both"]))
+    if by in ("events", "both"):
+        wm["every_events"] = draw(st.integers(1, 4))
+    if by in ("time", "both"):
+        wm["every"] = draw(st.sampled_from(["1s", "2s", "5s", "30s"]))
+    return wm
+
+
+@st.composite
+def windows(draw):
+    """None, tumbling, or hopping with hop smaller or larger than size; sometimes an offset."""
+    kind = draw(st.sampled_from([None, "tumbling", "hopping"]))
+    if kind is None:
+        return None
+    w = {"kind": kind, "size": draw(st.sampled_from(["1s", "2s", "3s", "5s", "10s", "1m"]))}
+    if kind == "hopping":
+        w["hop"] = draw(st.sampled_from(["1s", "2s", "4s", "7s", "15s"]))
+        if w["size"] == "1m" and w["hop"] == "1s":
+            w["hop"] = "4s"  # keep the number of windows per event small
+    if draw(st.booleans()):
+        w["offset"] = draw(st.sampled_from(["0s", "1s", "-2s", "3s"]))
+    return w
+
+
+@st.composite
+def policies(draw):
+    """A valid policy dict with the spec's field names; some fields left out to exercise defaults."""
+    fields = {
+        "early_arrival_tolerance": NULLABLE_TOLERANCES,
+        "early_arrival_action": st.sampled_from(["drop", "adjust"]),
+        "late_arrival_tolerance": NULLABLE_TOLERANCES,
+        "late_arrival_action": st.sampled_from(["adjust", "drop", "accept"]),
+        "out_of_order_tolerance": TOLERANCES,
+        "out_of_order_action": st.sampled_from(["adjust", "drop", "accept"]),
+        "substream_by": st.sampled_from([None, "key"]),
+        "partitions": st.sampled_from(["merged", "independent"]),
+        "watermark": watermarks(),
+        "window": windows(),
+        "group_by_key": st.booleans(),
+        "allowed_lateness": SMALL,
+        "idle_timeout": st.sampled_from([None, "1s", "2s", "5s"]),
+        "flush_at_end": st.booleans(),
+    }
+    policy = {}
+    for name, strategy in fields.items():
+        value = draw(strategy)
+        if draw(st.integers(0, 9)) > 0:  # 1 in 10: leave the field to its default
+            policy[name] = value
+    if policy.get("watermark") is None:
+        policy.pop("watermark", None)
+    return policy
+
+
+@st.composite
+def journals(draw):
+    """1-3 partitions, 0-40 rows in seq order; arrivals mostly increasing by whole seconds."""
+    n_partitions = draw(st.integers(1, 3))
+    n_rows = draw(st.integers(0, 40))
+    arrival = START + timedelta(seconds=draw(st.integers(0, 5)))
+    next_offset = {}
+    rows = []
+    for _ in range(n_rows):
+        p = draw(st.integers(0, n_partitions - 1))
+        offset = next_offset.get(p, draw(st.integers(0, 3)))
+        next_offset[p] = offset + draw(st.integers(1, 2))
+        arrival += timedelta(seconds=draw(st.sampled_from([0, 1, 1, 1, 2, 3, 5, -1])))
+        row = {"partition": p, "offset": offset, "arrival_time": _iso(arrival)}
+        if draw(st.integers(0, 9)) < 2:
+            row.update(kind="clock", event_time=None, key=None, value=None)
+            rows.append(row)
+            continue
+        shift = draw(st.one_of(
+            st.integers(-6, 6).map(lambda s: timedelta(seconds=s)),
+            st.integers(-6, 6).map(lambda m: timedelta(minutes=m)),
+        ))
+        event_time = None if draw(st.integers(0, 19)) == 0 else _iso(arrival + shift)
+        row.update(kind="event", event_time=event_time, key=draw(st.sampled_from(KEYS)),
+                   value=float(draw(st.integers(0, 9))))
+        rows.append(row)
+    return [{k: r[k] for k in ("partition", "offset", "kind", "arrival_time", "event_time", "key", "value")}
+            for r in rows]

@@ -1,0 +1,27 @@
+"""The Spark replay engine agrees with the pure-Python reference model on random journals and policies."""
+from __future__ import annotations
+
+import copy
+import json
+
+from hypothesis import HealthCheck, given, settings
+
+from replay.conformance import run_case
+from replay.compare import diff
+from tests.journals import journals, policies
+from tests.model import run_model
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(policy=policies(), journal=journals())
+def test_engine_matches_model(spark, policy, journal):
+    case = {"name": "random", "policy": policy, "journal": journal}
+    expected = run_model(copy.deepcopy(policy), copy.deepcopy(journal))
+    actual = run_case(spark, copy.deepcopy(case))
+    problems = diff(expected, actual)
+    assert problems == [], "engine differs from model:\n" + "\n".join(problems) + "\ncase: " + json.dumps(case)
