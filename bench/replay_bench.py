@@ -24,7 +24,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
-POLICY = {"window": {"kind": "tumbling", "size": "1m"}, "group_by_key": True}
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+POLICY = os.path.join(ROOT, "infra", "policies", "production.yaml")  # 1-minute tumbling windows per key
 
 
 def timed(fn, *args):
@@ -50,7 +52,7 @@ def replay_step(spark, lake: str):
     from replay.policy import Policy
     from replay.runner import run
 
-    return run(spark, lake, Policy.from_dict(POLICY), target="production")
+    return run(spark, lake, Policy.from_yaml(POLICY), target="production")
 
 
 def scan_step(spark, lake: str) -> tuple[float, int]:

@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 from replay.policy import PolicyError
+
+DEFAULT_POLICY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "infra", "policies",
+                              "production.yaml")
 
 
 def _spark():
@@ -39,12 +43,13 @@ def cmd_ingest(a) -> int:
 
 def cmd_run(a) -> int:
     from replay.policy import Policy
-    from replay.runner import run
+    from replay.runner import run, summarize
 
     policy = Policy.from_yaml(a.policy)
-    s = run(_spark(), a.lake, policy, target=a.target, start=a.start, end=a.end)
-    print(json.dumps({"target": s.target, "seq_from": s.seq_from, "seq_to": s.seq_to, **s.counts,
-                      "seconds": round(s.seconds, 2)}, indent=2))
+    spark = _spark()
+    s = run(spark, a.lake, policy, target=a.target, start=a.start, end=a.end)
+    print(json.dumps({"target": s.target, "seq_from": s.seq_from, "seq_to": s.seq_to,
+                      **summarize(spark, a.lake, a.target), "seconds": round(s.seconds, 2)}, indent=2))
     return 0
 
 
@@ -57,13 +62,11 @@ def cmd_hash(a) -> int:
 
 def cmd_demo(a) -> int:
     """The main job on embedded defaults: generate, ingest, replay, summarize."""
-    import os
-
     from replay.generate import generate
     from replay.hashing import target_hash
     from replay.journal import ingest
     from replay.policy import Policy
-    from replay.runner import run
+    from replay.runner import run, summarize
 
     began = time.perf_counter()
     landing, lake = os.path.join(a.work, "landing"), os.path.join(a.work, "lake")
@@ -73,11 +76,10 @@ def cmd_demo(a) -> int:
     spark = _spark()
     r = ingest(spark, landing, lake)
     print(f"journal: {r.rows} new rows from {len(r.files)} files ({r.skipped} already journaled)", file=sys.stderr)
-    policy = Policy.from_yaml(a.policy) if a.policy else Policy.from_dict(
-        {"window": {"kind": "tumbling", "size": "1m"}, "allowed_lateness": "10s"})
-    s = run(spark, lake, policy)
+    policy = Policy.from_yaml(a.policy or DEFAULT_POLICY)
+    run(spark, lake, policy)
     digest = target_hash(spark, lake)
-    print(json.dumps({**s.counts, "output_hash": digest, "lake": lake,
+    print(json.dumps({**summarize(spark, lake), "output_hash": digest, "lake": lake, "policy": policy.to_dict(),
                       "wall_seconds": round(time.perf_counter() - began, 1)}, indent=2))
     return 0
 

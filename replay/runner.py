@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -33,7 +33,6 @@ class RunSummary:
     target: str
     seq_from: int | None
     seq_to: int | None
-    counts: dict = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -72,11 +71,8 @@ def run(spark: SparkSession, lake: str, policy: Policy, target: str = "productio
         written = {n: store.read(spark, output_path(lake, target, n)) for n in ("decisions", "dead_letters")}
         hourly = metrics.hourly(written["decisions"], written["dead_letters"]) if partial else out.metrics
         store.write(hourly, output_path(lake, target, "metrics"), mode="overwrite")
-    counts = summarize(store.read(spark, output_path(lake, target, "decisions")),
-                       store.read(spark, output_path(lake, target, "windows")),
-                       store.read(spark, output_path(lake, target, "dead_letters")))
     out.unpersist()
-    return RunSummary(target, lo, hi, counts, time.perf_counter() - began)
+    return RunSummary(target, lo, hi, seconds=time.perf_counter() - began)
 
 
 def _write(store, df, path, name, lo, hi, partial) -> None:
@@ -87,8 +83,11 @@ def _write(store, df, path, name, lo, hi, partial) -> None:
     store.write(df, path, replace=Replace(column, lo or 0, hi, nulls=hi is None), stats_columns=(column,))
 
 
-def summarize(decisions: DataFrame, windows: DataFrame, dead_letters: DataFrame) -> dict:
-    """What a run decided: events by action and reason, windows emitted, dead letters by reason."""
+def summarize(spark: SparkSession, lake: str, target: str = "production", store: TableStore | None = None) -> dict:
+    """What a target holds: events by action and reason, windows emitted, dead letters by reason."""
+    store = store or default_store()
+    decisions, windows, dead_letters = (store.read(spark, output_path(lake, target, n))
+                                        for n in ("decisions", "windows", "dead_letters"))
     by_action = {r["action"]: r["n"] for r in decisions.where("kind = 'event'").groupBy("action")
                  .agg(F.count("*").alias("n")).collect()}
     by_reason = {r["reason"]: r["n"] for r in decisions.select(F.explode("reasons").alias("reason"))

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# README command 1: set up a fresh machine and run the main job on embedded defaults.
+#   - Java 17 (installed with apt-get where it is missing), Python 3.11
+#   - .venv at the repo root with the pinned dependencies (infra/constraints.txt) and `replay`
+#   - then `replay demo`: generate a sample stream, ingest it, replay it, print a summary
+# `--no-demo` stops after the installation (the test command uses it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_java() { ! java -version 2>&1 | grep -q 'version "17'; }
+if need_java; then
+  echo "setup: installing OpenJDK 17" >&2
+  sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -q && $sudo_cmd apt-get install -y -q openjdk-17-jre-headless
+fi
+
+python=$(command -v python3.11 || command -v python3)
+"$python" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv" >&2
+  "$python" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -c infra/constraints.txt -e '.[test]'
+echo "setup: installed $(.venv/bin/python -c 'import pyspark, deltalake, dagster; print(f"pyspark {pyspark.__version__}, deltalake {deltalake.__version__}, dagster {dagster.__version__}")')" >&2
+
+if [ "${1:-}" != "--no-demo" ]; then
+  .venv/bin/replay demo
+fi
