@@ -3,14 +3,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import time
 
 from replay.policy import PolicyError
-
-DEFAULT_POLICY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "infra", "policies",
-                              "production.yaml")
 
 
 def _spark():
@@ -61,26 +56,9 @@ def cmd_hash(a) -> int:
 
 
 def cmd_demo(a) -> int:
-    """The main job on embedded defaults: generate, ingest, replay, summarize."""
-    from replay.generate import generate
-    from replay.hashing import target_hash
-    from replay.journal import ingest
-    from replay.policy import Policy
-    from replay.runner import run, summarize
+    from jobs.demo import run_demo
 
-    began = time.perf_counter()
-    landing, lake = os.path.join(a.work, "landing"), os.path.join(a.work, "lake")
-    if not os.path.isdir(landing):
-        print(f"generating {a.events} events into {landing}", file=sys.stderr)
-        generate(landing, a.events, partitions=8, keys=1000, files=20, seed=0)
-    spark = _spark()
-    r = ingest(spark, landing, lake)
-    print(f"journal: {r.rows} new rows from {len(r.files)} files ({r.skipped} already journaled)", file=sys.stderr)
-    policy = Policy.from_yaml(a.policy or DEFAULT_POLICY)
-    run(spark, lake, policy)
-    digest = target_hash(spark, lake)
-    print(json.dumps({**summarize(spark, lake), "output_hash": digest, "lake": lake, "policy": policy.to_dict(),
-                      "wall_seconds": round(time.perf_counter() - began, 1)}, indent=2))
+    print(json.dumps(run_demo(a.work, a.events, a.policy), indent=2))
     return 0
 
 

@@ -12,7 +12,10 @@ from replay import idle, metrics, watermarks, windows
 from replay.decisions import NEG, arrival_checks, last_reason, ordering_check
 from replay.policy import Policy
 
-ROWS_PER_CHUNK = 1_000_000
+ROWS_PER_CHUNK = 250_000  # a chunk is one task of the output-watermark pass
+MAX_CHUNKS = 256
+KEPT = ("seq", "partition", "offset", "kind", "arrival", "key", "value", "action", "reasons", "timestamp",
+        "watermark", "wp", "output_watermark")
 
 
 @dataclass
@@ -56,20 +59,25 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
                        F.sort_array(F.collect_set("partition")).alias("partitions")).first()
     if summary["lo"] is None:
         return _empty(journal, policy)
-    seq_range = (summary["lo"], summary["hi"])
-    chunks = max(1, -(-(seq_range[1] - seq_range[0] + 1) // ROWS_PER_CHUNK))
+    lo, hi = summary["lo"], summary["hi"]
+    chunks = watermarks.Chunks(lo, hi, min(MAX_CHUNKS, max(1, -(-(hi - lo + 1) // ROWS_PER_CHUNK))))
+    partitions = list(summary["partitions"])
 
-    decided = watermarks.with_watermark(
-        ordering_check(watermarks.scope_watermarks(arrival_checks(rows, policy), policy), policy), policy)
+    decided, wp_start = watermarks.decide(arrival_checks(rows, policy), policy, partitions, chunks)
+    cached = [decided]
     if policy.idle_timeout is not None and policy.window is not None:
         decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
-        raised = idle.raises(decided, policy)
+        cached.append(decided)
+        raised = idle.raises(decided, policy).persist()
+        cached.append(raised)
         decided = decided.join(F.broadcast(raised), "seq", "left").fillna(NEG, ["raise"])
+        raise_start = watermarks.raise_starts(raised, chunks)
     else:
         decided = decided.withColumn("raise", F.lit(NEG))
-    decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
-    full = watermarks.output_watermark(decided, policy, list(summary["partitions"]), seq_range, chunks)
+        raise_start = watermarks.raise_starts(None, chunks)
+    full = watermarks.output_watermark(decided, policy, partitions, wp_start, raise_start).select(*KEPT)
     full = full.persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(full)
 
     in_range = (lambda df: df) if since_seq is None else (lambda df: df.where(F.col("seq") >= since_seq))
     decisions = in_range(full).select(
@@ -89,7 +97,8 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
         F.lit(None).cast("timestamp").alias("window_start"), "arrival_time",
     )
     if policy.window is not None:
-        win, closed = windows.windows_and_closed(full, policy, flush and policy.flush_at_end)
+        win, closed, closes = windows.windows_and_closed(full, policy, flush and policy.flush_at_end)
+        cached.append(closes)
         if since_seq is not None:
             win = win.where(F.col("emitted_at").isNull() | (F.col("emitted_at") >= since_seq))
             closed = closed.where(F.col("seq") >= since_seq)
@@ -102,7 +111,7 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
         _instant("wp").alias("watermark"), _instant("output_watermark").alias("output_watermark"),
     )
     out = Outputs(decisions, win, dead, timeline, metrics.hourly(decisions, dead))
-    out._cached = [decided, full]
+    out._cached = cached
     return out
 
 

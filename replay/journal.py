@@ -74,19 +74,20 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
     new = [f for f in files if f not in done]
     if not new:
         return IngestResult([], len(files), 0, 0, 0, 0, None)
-    raw = _read_raw(spark, landing, new)
-    rows = _with_seq(spark, normalize(raw), new, base)
-    rows = rows.persist()
-    counts = rows.agg(
+    rows = normalize(_read_raw(spark, landing, new)).persist()
+    per_file = rows.groupBy("source").agg(
+        F.max("source_line").alias("lines"),
         F.count("*").alias("rows"),
         F.count(F.when(F.col("kind") == "event", 1)).alias("events"),
         F.count(F.when(F.col("kind") == "malformed", 1)).alias("malformed"),
         F.count(F.when((F.col("kind") == "event") & F.col("event_time").isNull(), 1)).alias("bad"),
-    ).first()
-    version = store.write(rows, path, stats_columns=("seq",))
+    ).collect()
+    total = lambda field: sum(r[field] for r in per_file)  # noqa: E731
+    version = store.write(_with_seq(spark, rows, new, {r["source"]: r["lines"] for r in per_file}, base),
+                          path, stats_columns=("seq",))
     rows.unpersist()
-    return IngestResult(new, len(files) - len(new), counts["rows"], counts["events"], counts["malformed"],
-                        counts["bad"], version)
+    return IngestResult(new, len(files) - len(new), total("rows"), total("events"), total("malformed"),
+                        total("bad"), version)
 
 
 def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:
@@ -96,7 +97,6 @@ def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:
     for f in files:
         by_format.setdefault(FORMATS[os.path.splitext(f)[1]], []).append(f)
     root = os.path.abspath(landing)
-    source = F.substring_index(F.col("_metadata.file_path"), "/", -1)
     rel = F.regexp_replace(F.expr("try_url_decode(_metadata.file_path)"), "^file:" + "(//)?" + root + "/", "")
     if "json" in by_format:
         text = spark.read.option("wholetext", True).text([os.path.join(root, f) for f in by_format["json"]])
@@ -114,7 +114,6 @@ def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:
         parts.append(pq.select(
             rel.alias("source"), (F.col("_metadata.row_index") + 1).alias("source_line"), line.alias("line"),
             *fields))
-    del source
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)
@@ -147,13 +146,12 @@ def normalize(raw: DataFrame) -> DataFrame:
     )
 
 
-def _with_seq(spark: SparkSession, rows: DataFrame, files: list[str], base: int) -> DataFrame:
+def _with_seq(spark: SparkSession, rows: DataFrame, files: list[str], lines: dict[str, int], base: int) -> DataFrame:
     """seq = base + (lines in earlier files) + line - 1: the order of file names, then lines."""
-    sizes = {r["source"]: r["n"] for r in rows.groupBy("source").agg(F.max("source_line").alias("n")).collect()}
     starts, acc = [], base
     for f in files:
         starts.append((f, acc))
-        acc += sizes.get(f, 0)
+        acc += lines.get(f, 0)
     offsets = spark.createDataFrame(starts, "source string, start long")
     seq = F.col("start") + F.col("source_line") - 1
     return rows.join(F.broadcast(offsets), "source").select(seq.alias("seq"), *[c for c in _names() if c != "seq"])

@@ -1,18 +1,35 @@
 """Watermarks (spec section 4): scope and partition watermarks per row, then the output watermark.
 
-Every watermark is a running maximum, so it is a window function over (partition, seq); the merged
-output watermark is the minimum over partitions of their running maxima, computed per chunk of `seq`
-from a small prefix table, so no step needs all rows in one task.
+Every watermark is a running maximum. Rows are cut into chunks of consecutive `seq`; a small table of
+each chunk's maxima gives every chunk its starting values, and then each chunk computes its running
+maxima on its own (window functions over `chunk`). One shuffle, and no task needs all rows.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from replay.decisions import NEG
+from replay.decisions import NEG, ordering_check
 from replay.policy import Policy, Punctuated
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """seq in [lo, hi] cut into `count` chunks of `size` consecutive values."""
+
+    lo: int
+    hi: int
+    count: int
+
+    @property
+    def size(self) -> int:
+        return max(1, -(-(self.hi - self.lo + 1) // self.count))
+
+    def column(self) -> Column:
+        return ((F.col("seq") - self.lo) / self.size).cast("int")
 
 
 def _upto(*keys: str):
@@ -23,43 +40,93 @@ def _before(*keys: str):
     return Window.partitionBy(*keys).orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
 
 
-def _running_max(c: Column, window) -> Column:
-    return F.coalesce(F.max(c).over(window), F.lit(NEG))
+def _running_max(c: Column, window, start: Column | None = None) -> Column:
+    running = F.coalesce(F.max(c).over(window), F.lit(NEG))
+    return running if start is None else F.greatest(running, start)
 
 
-def scope_watermarks(rows: DataFrame, policy: Policy) -> DataFrame:
-    """Adds `w_before` (the scope's watermark after the previous row) and the inputs of `with_watermark`."""
+def _prefix(table: dict[tuple[int, object], int], keys: list, count: int) -> dict[object, list[int]]:
+    """Per key, the maximum over all earlier chunks (NEG before any): a chunk's starting value."""
+    out = {}
+    for key in keys:
+        acc, starts = NEG, []
+        for c in range(count):
+            starts.append(acc)
+            v = table.get((c, key))
+            if v is not None:
+                acc = max(acc, v)
+        out[key] = starts
+    return out
+
+
+def _lookup(values: list[int], index: Column) -> Column:
+    return F.element_at(F.array(*[F.lit(v) for v in values]), index + 1)
+
+
+def _per_partition(starts: dict[int, list[int]], partitions: list[int]) -> Column:
+    """The starting value of the row's own partition in the row's chunk."""
+    expr = F.lit(NEG)
+    for p in partitions:
+        expr = F.when(F.col("partition") == p, _lookup(starts[p], F.col("chunk"))).otherwise(expr)
+    return expr
+
+
+def decide(rows: DataFrame, policy: Policy, partitions: list[int], chunks: Chunks) -> tuple[DataFrame, dict]:
+    """Rows after the arrival checks -> the ordering check done, with `watermark` (the row's scope after
+    the row) and `wp` (its partition's watermark after the row), clustered by `chunk`. Also returns each
+    partition's `wp` at the start of every chunk, for the output watermark."""
+    rows = rows.withColumn("chunk", chunks.column())
     if policy.punctuated:
-        return _punctuations(rows, policy.watermark)
+        return _punctuated(rows, policy, partitions, chunks)
+    return _bounded(rows, policy, partitions, chunks)
+
+
+def _bounded(rows: DataFrame, policy: Policy, partitions: list[int], chunks: Chunks):
+    """W_s = max(max over kept events of the scope of t - O, max over all rows of the partition of
+    arrival - L). An out-of-order event never raises it, so the maxima may include every event."""
     L, O = policy.late_arrival_tolerance, policy.out_of_order_tolerance
     floor = F.lit(NEG) if L is None else F.col("arrival") - L
     contribution = F.when(F.col("passed"), F.col("t") - O)
-    scope = ("partition", "key") if policy.substream_by else ("partition",)
-    return rows.select(
+    rows = rows.withColumn("floor_c", floor).withColumn("event_c", contribution)
+    ends = rows.groupBy("chunk", "partition").agg(F.max("floor_c").alias("f"), F.max("event_c").alias("e")).collect()
+    floor_start = _prefix({(r["chunk"], r["partition"]): r["f"] for r in ends}, partitions, chunks.count)
+    event_start = _prefix({(r["chunk"], r["partition"]): r["e"] for r in ends}, partitions, chunks.count)
+    rows = rows.repartition(chunks.count, "chunk").withColumn("floor_start", _per_partition(floor_start, partitions))
+    if policy.substream_by:
+        keys = rows.groupBy("chunk", "partition", "key").agg(F.max("event_c").alias("e"))
+        earlier = Window.partitionBy("partition", "key").orderBy("chunk").rowsBetween(Window.unboundedPreceding, -1)
+        keys = keys.select("chunk", "partition", "key", F.coalesce(F.max("e").over(earlier), F.lit(NEG)).alias("event_start"))
+        rows = rows.join(keys, ["chunk", "partition", "key"], "left").fillna(NEG, ["event_start"])
+        scope = ("chunk", "partition", "key")
+        wp_start = floor_start
+    else:
+        rows = rows.withColumn("event_start", _per_partition(event_start, partitions))
+        scope = ("chunk", "partition")
+        wp_start = {p: [max(a, b) for a, b in zip(floor_start[p], event_start[p])] for p in partitions}
+    rows = rows.select(
         "*",
-        _running_max(floor, _upto("partition")).alias("floor_after"),
-        _running_max(contribution, _upto(*scope)).alias("events_after"),
-        F.greatest(_running_max(floor, _before("partition")),
-                   _running_max(contribution, _before(*scope))).alias("w_before"),
+        _running_max(F.col("floor_c"), _upto("chunk", "partition"), F.col("floor_start")).alias("floor_after"),
+        _running_max(F.col("event_c"), _upto(*scope), F.col("event_start")).alias("events_after"),
+        F.greatest(_running_max(F.col("floor_c"), _before("chunk", "partition"), F.col("floor_start")),
+                   _running_max(F.col("event_c"), _before(*scope), F.col("event_start"))).alias("w_before"),
     )
-
-
-def with_watermark(rows: DataFrame, policy: Policy) -> DataFrame:
-    """Adds `watermark` (the row's scope after the row) and `wp` (its partition's watermark after the row)."""
-    if policy.punctuated:
-        return rows.withColumn("watermark", F.col("w_after")).withColumn("wp", F.col("w_after"))
+    decided = ordering_check(rows, policy)
     scope_wm = F.greatest("floor_after", "events_after")
     if policy.substream_by:
-        return rows.select(
+        decided = decided.select(
             "*",
             F.when(F.col("kind") == "event", scope_wm).otherwise(F.col("floor_after")).alias("watermark"),
             F.col("floor_after").alias("wp"),
         )
-    return rows.select("*", scope_wm.alias("watermark"), scope_wm.alias("wp"))
+    else:
+        decided = decided.select("*", scope_wm.alias("watermark"), scope_wm.alias("wp"))
+    return decided, wp_start
 
 
-def _punctuations(rows: DataFrame, strategy: Punctuated) -> DataFrame:
-    """CTIs: punctuation flags per partition, then W_p = running max of (t - delay) at punctuations."""
+def _punctuated(rows: DataFrame, policy: Policy, partitions: list[int], chunks: Chunks):
+    """CTIs: punctuation flags per partition, W_p = running max of (t - delay) at punctuations. Counts
+    and `every` chains span chunks, so this runs per partition, then a pass finds chunk starts."""
+    strategy: Punctuated = policy.watermark
     if strategy.every is None:
         n = F.count(F.when(F.col("passed"), 1)).over(_upto("partition"))
         flagged = rows.withColumn("punct", F.col("passed") & (n % strategy.every_events == 0))
@@ -67,11 +134,15 @@ def _punctuations(rows: DataFrame, strategy: Punctuated) -> DataFrame:
         schema = rows.schema.add("punct", "boolean")
         flagged = rows.groupBy("partition").applyInPandas(_sequential_punctuations(strategy), schema)
     value = F.when(F.col("punct"), F.col("t") - strategy.delay)
-    return flagged.select(
+    flagged = flagged.select(
         "*",
-        _running_max(value, _upto("partition")).alias("w_after"),
+        _running_max(value, _upto("partition")).alias("wp"),
         _running_max(value, _before("partition")).alias("w_before"),
     )
+    decided = ordering_check(flagged, policy).withColumn("watermark", F.col("wp")).persist()
+    ends = decided.groupBy("chunk", "partition").agg(F.max("wp").alias("w")).collect()
+    wp_start = _prefix({(r["chunk"], r["partition"]): r["w"] for r in ends}, partitions, chunks.count)
+    return decided, wp_start
 
 
 def _sequential_punctuations(strategy: Punctuated):
@@ -100,58 +171,39 @@ def _sequential_punctuations(strategy: Punctuated):
     return flag
 
 
-def output_watermark(rows: DataFrame, policy: Policy, partitions: list[int], seq_range: tuple[int, int],
-                     chunks: int) -> DataFrame:
-    """Adds `output_watermark`: independent = the partition's own (raised by idle timeouts, if any);
-    merged = min over all partitions of their latest `wp`, -infinity until each has had a row."""
+def output_watermark(decided: DataFrame, policy: Policy, partitions: list[int], wp_start: dict,
+                     raise_start: list[int]) -> DataFrame:
+    """Adds `output_watermark`: independent = the partition's own; merged = min over all partitions of
+    their latest `wp` (-infinity until each has had a row); either raised by idle timeouts (`raise`)."""
     if policy.independent:
-        return rows.withColumn("output_watermark", F.greatest("wp", _running_max(F.col("raise"), _upto("partition"))))
-    lo, hi = seq_range
-    size = max(1, -(-(hi - lo + 1) // chunks))
-    rows = rows.withColumn("chunk", ((F.col("seq") - lo) / size).cast("int"))
-    timelines = {p: F.when(F.col("partition") == p, F.col("wp")) for p in partitions}
-    timelines["raise"] = F.col("raise")
-    # Pass 1: each timeline's value at the end of each chunk (a running max: the chunk's max).
-    names = {key: f"tl{i}" for i, key in enumerate(timelines)}
-    ends = rows.groupBy("chunk").agg(*[F.max(c).alias(names[k]) for k, c in timelines.items()]).collect()
-    start = _chunk_starts(ends, list(names.values()), chunks)
-    # Pass 2: within each chunk, the running max of every timeline from its start value, then the min.
+        raised = _running_max(F.col("raise"), _upto("partition"))
+        return decided.withColumn("output_watermark", F.greatest("wp", raised))
     in_chunk = _upto("chunk")
-    current = {
-        k: F.greatest(_running_max(c, in_chunk), _lookup(start[names[k]], F.col("chunk")))
-        for k, c in timelines.items()
-    }
-    per_partition = [current[p] for p in partitions]
-    merged = F.least(*per_partition) if len(per_partition) > 1 else per_partition[0]
-    return rows.withColumn("output_watermark", F.greatest(merged, current["raise"])).drop("chunk")
+    latest = [
+        _running_max(F.when(F.col("partition") == p, F.col("wp")), in_chunk, _lookup(wp_start[p], F.col("chunk")))
+        for p in partitions
+    ]
+    merged = F.least(*latest) if len(latest) > 1 else latest[0]
+    raised = _running_max(F.col("raise"), in_chunk, _lookup(raise_start, F.col("chunk")))
+    return decided.withColumn("output_watermark", F.greatest(merged, raised))
 
 
-def _chunk_starts(ends, names: list[str], chunks: int) -> dict[str, list[int]]:
-    """Prefix maxima over chunks: a timeline's value just before each chunk (a table of chunks x partitions)."""
-    by_chunk = {r["chunk"]: r for r in ends}
-    start = {n: [] for n in names}
-    for n in names:
-        acc = NEG
-        for c in range(chunks):
-            start[n].append(acc)
-            v = by_chunk[c][n] if c in by_chunk else None
-            if v is not None:
-                acc = max(acc, v)
-    return start
+def raise_starts(raises: DataFrame | None, chunks: Chunks) -> list[int]:
+    """Each chunk's starting idle-timeout raise (the maximum raise of earlier chunks)."""
+    if raises is None:
+        return [NEG] * chunks.count
+    ends = raises.groupBy(chunks.column().alias("chunk")).agg(F.max("raise").alias("r")).collect()
+    return _prefix({(r["chunk"], 0): r["r"] for r in ends}, [0], chunks.count)[0]
 
 
-def _lookup(values: list[int], index: Column) -> Column:
-    return F.element_at(F.array(*[F.lit(v) for v in values]), index + 1)
-
-
-def timeline(decisions: DataFrame) -> DataFrame:
-    """The watermark timeline: rows at which a partition's watermark or the output watermark advanced."""
-    by_part = Window.partitionBy("partition").orderBy("seq")
-    advanced = (
-        F.lag("wp").over(by_part).isNull()
-        | (F.col("wp") > F.lag("wp").over(by_part))
-        | (F.col("output_watermark") > F.lag("output_watermark").over(by_part))
+def timeline(decisions: DataFrame, resolution_us: int = 1_000_000) -> DataFrame:
+    """The watermark timeline: per partition, the first row at which its watermark reached each new
+    `resolution` step (a second by default), with the output watermark at that row."""
+    step = F.floor(F.col("wp") / resolution_us)
+    first = F.min_by(F.struct("seq", "arrival", "wp", "output_watermark"), F.col("seq"))
+    return (
+        decisions.where(F.col("wp") > NEG)
+        .groupBy("partition", step.alias("step"))
+        .agg(first.alias("r"))
+        .select("partition", "r.seq", "r.arrival", "r.wp", "r.output_watermark")
     )
-    return decisions.withColumn("advanced", advanced).where("advanced").drop("advanced")
-
-

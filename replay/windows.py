@@ -72,12 +72,13 @@ def close_points(decisions: DataFrame, wanted: DataFrame, policy: Policy) -> Dat
     return candidates.groupBy(wanted.scope, wanted.k).agg(F.min("first_seq").alias("close_seq"))
 
 
-def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool) -> tuple[DataFrame, DataFrame]:
-    """Emitted windows and the `window_closed` dead letters of events that came after their window closed."""
+def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """Emitted windows, the `window_closed` dead letters of events that came after their window closed,
+    and the (cached, small) table of close points they share."""
     w = policy.window
     m = members(decisions, policy)
     wanted = m.select("scope", "k").distinct()
-    closes = close_points(decisions, wanted, policy)
+    closes = close_points(decisions, wanted, policy).persist()  # small: one row per window
     joined = m.join(F.broadcast(closes), ["scope", "k"], "left").withColumnRenamed("scope", "scope_")
     too_late = F.col("close_seq").isNotNull() & (F.col("seq") > F.col("close_seq"))
     counted = joined.where(~too_late)
@@ -106,4 +107,4 @@ def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool) -> tup
         F.timestamp_micros(start).alias("window_start"),
         F.timestamp_micros(F.col("arrival")).alias("arrival_time"),
     )
-    return windows, closed
+    return windows, closed, closes

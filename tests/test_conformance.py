@@ -45,7 +45,7 @@ def test_case_matches_expected(spark, path):
 
 
 def test_check_cli_passes_two_cases_with_one_json_line_each():
-    paths = [p for p in CASES if _stem(p) in ("asa_watermark_illustration", "hopping_gaps")]
+    paths = [p for p in CASES if _stem(p) in ("cti_every_event_no_delay", "partitions_independent")]
     assert len(paths) == 2
     r = _check(*paths)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -59,7 +59,7 @@ def test_check_cli_passes_two_cases_with_one_json_line_each():
 
 
 def test_check_cli_fails_a_case_with_a_wrong_window_count(tmp_path):
-    case = _load(next(p for p in CASES if _stem(p) == "atlas_watermark_tumbling"))
+    case = _load(next(p for p in CASES if _stem(p) == "cti_every_event_minus_one_tick"))
     assert case["expected"]["windows"], "the case needs a window to tamper with"
     case["expected"]["windows"][0]["count"] += 1
     wrong = tmp_path / "wrong_count.json"

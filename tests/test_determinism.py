@@ -1,0 +1,126 @@
+"""Replays are a pure function of the journal and the policy: same hash on re-runs, shuffle settings and
+replay ranges; conservation of events (spec section 7); the hash sees tampering."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from pyspark.sql import functions as F
+
+from replay import journal
+from replay.durations import format_instant
+from replay.generate import generate
+from replay.hashing import HASHED, table_digest, target_hash
+from replay.journal import ingest
+from replay.policy import Policy
+from replay.runner import output_path, run
+from replay.store import default_store
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")
+
+
+@pytest.fixture(scope="module")
+def stream(spark, tmp_path_factory):
+    """3000 generated events over 4 partitions and 5 minutes of arrivals, ingested once; the production policy."""
+    root = tmp_path_factory.mktemp("determinism")
+    landing, lake = str(root / "landing"), str(root / "lake")
+    summary = generate(landing, 3000, partitions=4, keys=40, files=4, seed=11, fmt="jsonl", rate=10.0)
+    ingest(spark, landing, lake)
+    return {"lake": lake, "policy": Policy.from_yaml(POLICY_FILE), "summary": summary}
+
+
+@pytest.fixture(scope="module")
+def full(spark, stream):
+    """The whole journal replayed into target `full` (with the session's 2 shuffle partitions); its hash."""
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
+    run(spark, stream["lake"], stream["policy"], target="full")
+    return target_hash(spark, stream["lake"], "full")
+
+
+def _read(spark, lake, target, table):
+    return default_store().read(spark, output_path(lake, target, table))
+
+
+def test_hash_is_64_hex_chars(full):
+    assert len(full) == 64 and all(c in "0123456789abcdef" for c in full)
+
+
+def test_running_twice_gives_the_same_hash(spark, stream, full):
+    run(spark, stream["lake"], stream["policy"], target="again")  # the second run; `full` was the first
+    assert target_hash(spark, stream["lake"], "again") == full
+
+
+def test_shuffle_partitions_do_not_change_the_hash(spark, stream, full):
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "7")
+    try:
+        run(spark, stream["lake"], stream["policy"], target="shuffle7")
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+    assert target_hash(spark, stream["lake"], "shuffle7") == full
+
+
+def test_events_are_conserved(spark, stream, full):
+    lake, policy = stream["lake"], stream["policy"]
+    assert policy.window is not None and policy.window.kind == "tumbling"
+    decisions = _read(spark, lake, "full", "decisions")
+    windows = _read(spark, lake, "full", "windows")
+    dead = _read(spark, lake, "full", "dead_letters")
+    journal_events = journal.read(spark, lake).where("kind = 'event'").count()
+    d = decisions.where("kind = 'event'").agg(
+        F.count("*").alias("events"),
+        F.count(F.when(F.col("action") == "dropped", 1)).alias("dropped"),
+        F.count(F.when(F.col("action") == "quarantined", 1)).alias("quarantined"),
+    ).first()
+    windowed = windows.agg(F.sum("count")).first()[0]
+    window_closed = dead.where("reason = 'window_closed'").count()
+    # kept events whose timestamp falls in no window (none with tumbling windows, counted all the same)
+    w = policy.window
+    ts = F.unix_micros("timestamp") - F.lit(w.offset)
+    unwindowed = decisions.where(F.col("timestamp").isNotNull() & (F.pmod(ts, F.lit(w.hop)) >= w.size)).count()
+    assert d["events"] == journal_events == stream["summary"]["events"] - stream["summary"]["malformed_by_kind"][
+        "broken_line"]
+    assert d["dropped"] > 0, "the stream should have early events for the policy to drop"
+    assert d["events"] == windowed + d["dropped"] + d["quarantined"] + window_closed + unwindowed
+
+
+def test_dead_letters_are_the_dropped_and_quarantined_events(spark, stream, full):
+    lake = stream["lake"]
+    decisions = _read(spark, lake, "full", "decisions")
+    dead = _read(spark, lake, "full", "dead_letters")
+    lost = {(r["seq"], r["partition"], r["offset"]) for r in
+            decisions.where(F.col("action").isin("dropped", "quarantined")).collect()}
+    letters = {(r["seq"], r["partition"], r["offset"]) for r in
+               dead.where(F.col("reason").isin("early", "late", "out_of_order", "invalid_event_time")).collect()}
+    assert lost and letters == lost
+
+
+def test_replaying_a_range_rewrites_the_same_outputs(spark, stream, full):
+    lake, policy = stream["lake"], stream["policy"]
+    bounds = journal.read(spark, lake).agg(F.min(F.unix_micros("arrival_time")).alias("lo"),
+                                           F.max(F.unix_micros("arrival_time")).alias("hi")).first()
+    middle = format_instant((bounds["lo"] + bounds["hi"]) // 2)
+    run(spark, lake, policy, target="ranged")
+    summary = run(spark, lake, policy, target="ranged", start=middle)
+    assert summary.seq_from is not None and summary.seq_from > 0 and summary.seq_to is None
+    decisions = _read(spark, lake, "ranged", "decisions")
+    assert table_digest(decisions) == table_digest(_read(spark, lake, "full", "decisions"))
+    assert target_hash(spark, lake, "ranged") == full
+
+
+def test_tampering_with_one_window_changes_the_hash(spark, stream, full):
+    lake, store = stream["lake"], default_store()
+    for name in HASHED:  # an exact copy of the full run's outputs hashes the same...
+        store.write(_read(spark, lake, "full", name), output_path(lake, "tampered", name), mode="overwrite")
+    assert target_hash(spark, lake, "tampered") == full
+    windows = _read(spark, lake, "full", "windows")
+    first = windows.orderBy("window_start", "key").first()
+    one = (F.col("window_start") == F.lit(first["window_start"])) & F.col("key").eqNullSafe(F.lit(first["key"]))
+    assert windows.where(one).count() == 1
+    store.write(windows.withColumn("count", F.when(one, F.col("count") + 1).otherwise(F.col("count"))),
+                output_path(lake, "tampered", "windows"), mode="overwrite")
+    tampered = _read(spark, lake, "tampered", "windows")
+    assert tampered.count() == windows.count()
+    assert tampered.agg(F.sum("count")).first()[0] == windows.agg(F.sum("count")).first()[0] + 1
+    assert target_hash(spark, lake, "tampered") != full  # ...and one changed count does not
