@@ -12,8 +12,6 @@ from replay import idle, metrics, watermarks, windows
 from replay.decisions import NEG, arrival_checks, last_reason, ordering_check
 from replay.policy import Policy
 
-ROWS_PER_CHUNK = 250_000  # a chunk is one task of the output-watermark pass
-MAX_CHUNKS = 256
 KEPT = ("seq", "partition", "offset", "kind", "arrival", "key", "value", "action", "reasons", "timestamp",
         "watermark", "wp", "output_watermark")
 
@@ -55,15 +53,9 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     key, value). `flush`: the journal is complete, so open windows are flushed (if the policy says so).
     `since_seq`: keep only outputs of rows from this seq on (the history before it still counts)."""
     rows = prepare(journal)
-    summary = rows.agg(F.min("seq").alias("lo"), F.max("seq").alias("hi"),
-                       F.sort_array(F.collect_set("partition")).alias("partitions")).first()
-    if summary["lo"] is None:
+    decided, wp_start = watermarks.decide(arrival_checks(rows, policy), policy)
+    if not wp_start.values:
         return _empty(journal, policy)
-    lo, hi = summary["lo"], summary["hi"]
-    chunks = watermarks.Chunks(lo, hi, min(MAX_CHUNKS, max(1, -(-(hi - lo + 1) // ROWS_PER_CHUNK))))
-    partitions = list(summary["partitions"])
-
-    decided, wp_start = watermarks.decide(arrival_checks(rows, policy), policy, partitions, chunks)
     cached = [decided]
     if policy.idle_timeout is not None and policy.window is not None:
         decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
@@ -71,11 +63,11 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
         raised = idle.raises(decided, policy).persist()
         cached.append(raised)
         decided = decided.join(F.broadcast(raised), "seq", "left").fillna(NEG, ["raise"])
-        raise_start = watermarks.raise_starts(raised, chunks)
+        raise_start = watermarks.raise_starts(raised, wp_start)
     else:
         decided = decided.withColumn("raise", F.lit(NEG))
-        raise_start = watermarks.raise_starts(None, chunks)
-    full = watermarks.output_watermark(decided, policy, partitions, wp_start, raise_start).select(*KEPT)
+        raise_start = watermarks.raise_starts(None, wp_start)
+    full = watermarks.output_watermark(decided, policy, wp_start, raise_start).select(*KEPT)
     full = full.persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(full)
 

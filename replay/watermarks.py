@@ -16,20 +16,48 @@ from replay.decisions import NEG, ordering_check
 from replay.policy import Policy, Punctuated
 
 
-@dataclass(frozen=True)
-class Chunks:
-    """seq in [lo, hi] cut into `count` chunks of `size` consecutive values."""
+CHUNK_ROWS = 250_000  # seq values per chunk: a chunk is one task of the watermark pass
 
-    lo: int
-    hi: int
-    count: int
+
+def chunk_column(size: int = CHUNK_ROWS) -> Column:
+    return F.floor(F.col("seq") / size).cast("int")
+
+
+@dataclass(frozen=True)
+class Starts:
+    """Each timeline's value at the start of every chunk: the maximum over earlier chunks (NEG before any).
+    Built from a small table of per-chunk maxima, so a chunk can run its running maxima on its own."""
+
+    first: int
+    values: dict  # timeline key -> [start of chunk first, first + 1, ...]
 
     @property
-    def size(self) -> int:
-        return max(1, -(-(self.hi - self.lo + 1) // self.count))
+    def last(self) -> int:
+        return self.first + len(next(iter(self.values.values()))) - 1
 
-    def column(self) -> Column:
-        return ((F.col("seq") - self.lo) / self.size).cast("int")
+    @classmethod
+    def from_maxima(cls, maxima: list[tuple[int, object, int | None]], keys: list,
+                    span: tuple[int, int] | None = None) -> "Starts":
+        chunks = [c for c, _, _ in maxima]
+        first, last = span or ((min(chunks), max(chunks)) if chunks else (0, 0))
+        table = {(c, k): v for c, k, v in maxima if v is not None}
+        values = {}
+        for key in keys:
+            acc, starts = NEG, []
+            for c in range(first, last + 1):
+                starts.append(acc)
+                if (c, key) in table:
+                    acc = max(acc, table[(c, key)])
+            values[key] = starts
+        return cls(first, values)
+
+    def lookup(self, key) -> Column:
+        """The start value of timeline `key` in the row's chunk."""
+        return F.element_at(F.array(*[F.lit(v) for v in self.values[key]]), F.col("chunk") - self.first + 1)
+
+    def combine(self, other: "Starts") -> "Starts":
+        """Element-wise maximum of two tables over the same chunks (a watermark of two running maxima)."""
+        return Starts(self.first, {k: [max(a, b) for a, b in zip(v, other.values[k])] for k, v in self.values.items()})
 
 
 def _upto(*keys: str):
@@ -45,64 +73,48 @@ def _running_max(c: Column, window, start: Column | None = None) -> Column:
     return running if start is None else F.greatest(running, start)
 
 
-def _prefix(table: dict[tuple[int, object], int], keys: list, count: int) -> dict[object, list[int]]:
-    """Per key, the maximum over all earlier chunks (NEG before any): a chunk's starting value."""
-    out = {}
-    for key in keys:
-        acc, starts = NEG, []
-        for c in range(count):
-            starts.append(acc)
-            v = table.get((c, key))
-            if v is not None:
-                acc = max(acc, v)
-        out[key] = starts
-    return out
-
-
-def _lookup(values: list[int], index: Column) -> Column:
-    return F.element_at(F.array(*[F.lit(v) for v in values]), index + 1)
-
-
-def _per_partition(starts: dict[int, list[int]], partitions: list[int]) -> Column:
-    """The starting value of the row's own partition in the row's chunk."""
+def _own_partition(starts: Starts) -> Column:
+    """The start value of the row's own partition in the row's chunk."""
     expr = F.lit(NEG)
-    for p in partitions:
-        expr = F.when(F.col("partition") == p, _lookup(starts[p], F.col("chunk"))).otherwise(expr)
+    for p in starts.values:
+        expr = F.when(F.col("partition") == p, starts.lookup(p)).otherwise(expr)
     return expr
 
 
-def decide(rows: DataFrame, policy: Policy, partitions: list[int], chunks: Chunks) -> tuple[DataFrame, dict]:
+def decide(rows: DataFrame, policy: Policy) -> tuple[DataFrame, Starts]:
     """Rows after the arrival checks -> the ordering check done, with `watermark` (the row's scope after
     the row) and `wp` (its partition's watermark after the row), clustered by `chunk`. Also returns each
-    partition's `wp` at the start of every chunk, for the output watermark."""
-    rows = rows.withColumn("chunk", chunks.column())
+    partition's `wp` at the start of every chunk (its keys are all the partitions of the source)."""
+    rows = rows.withColumn("chunk", chunk_column())
     if policy.punctuated:
-        return _punctuated(rows, policy, partitions, chunks)
-    return _bounded(rows, policy, partitions, chunks)
+        return _punctuated(rows, policy)
+    return _bounded(rows, policy)
 
 
-def _bounded(rows: DataFrame, policy: Policy, partitions: list[int], chunks: Chunks):
+def _bounded(rows: DataFrame, policy: Policy) -> tuple[DataFrame, Starts]:
     """W_s = max(max over kept events of the scope of t - O, max over all rows of the partition of
     arrival - L). An out-of-order event never raises it, so the maxima may include every event."""
     L, O = policy.late_arrival_tolerance, policy.out_of_order_tolerance
     floor = F.lit(NEG) if L is None else F.col("arrival") - L
-    contribution = F.when(F.col("passed"), F.col("t") - O)
-    rows = rows.withColumn("floor_c", floor).withColumn("event_c", contribution)
+    rows = rows.withColumn("floor_c", floor).withColumn("event_c", F.when(F.col("passed"), F.col("t") - O))
     ends = rows.groupBy("chunk", "partition").agg(F.max("floor_c").alias("f"), F.max("event_c").alias("e")).collect()
-    floor_start = _prefix({(r["chunk"], r["partition"]): r["f"] for r in ends}, partitions, chunks.count)
-    event_start = _prefix({(r["chunk"], r["partition"]): r["e"] for r in ends}, partitions, chunks.count)
-    rows = rows.repartition(chunks.count, "chunk").withColumn("floor_start", _per_partition(floor_start, partitions))
+    partitions = sorted({r["partition"] for r in ends})
+    floor_start = Starts.from_maxima([(r["chunk"], r["partition"], r["f"]) for r in ends], partitions)
+    event_start = Starts.from_maxima([(r["chunk"], r["partition"], r["e"]) for r in ends], partitions)
+    chunks = floor_start.last - floor_start.first + 1
+    rows = rows.repartition(chunks, "chunk").withColumn("floor_start", _own_partition(floor_start))
     if policy.substream_by:
         keys = rows.groupBy("chunk", "partition", "key").agg(F.max("event_c").alias("e"))
         earlier = Window.partitionBy("partition", "key").orderBy("chunk").rowsBetween(Window.unboundedPreceding, -1)
-        keys = keys.select("chunk", "partition", "key", F.coalesce(F.max("e").over(earlier), F.lit(NEG)).alias("event_start"))
+        keys = keys.select("chunk", "partition", "key",
+                           F.coalesce(F.max("e").over(earlier), F.lit(NEG)).alias("event_start"))
         rows = rows.join(keys, ["chunk", "partition", "key"], "left").fillna(NEG, ["event_start"])
         scope = ("chunk", "partition", "key")
         wp_start = floor_start
     else:
-        rows = rows.withColumn("event_start", _per_partition(event_start, partitions))
+        rows = rows.withColumn("event_start", _own_partition(event_start))
         scope = ("chunk", "partition")
-        wp_start = {p: [max(a, b) for a, b in zip(floor_start[p], event_start[p])] for p in partitions}
+        wp_start = floor_start.combine(event_start)
     rows = rows.select(
         "*",
         _running_max(F.col("floor_c"), _upto("chunk", "partition"), F.col("floor_start")).alias("floor_after"),
@@ -123,7 +135,7 @@ def _bounded(rows: DataFrame, policy: Policy, partitions: list[int], chunks: Chu
     return decided, wp_start
 
 
-def _punctuated(rows: DataFrame, policy: Policy, partitions: list[int], chunks: Chunks):
+def _punctuated(rows: DataFrame, policy: Policy) -> tuple[DataFrame, Starts]:
     """CTIs: punctuation flags per partition, W_p = running max of (t - delay) at punctuations. Counts
     and `every` chains span chunks, so this runs per partition, then a pass finds chunk starts."""
     strategy: Punctuated = policy.watermark
@@ -141,8 +153,8 @@ def _punctuated(rows: DataFrame, policy: Policy, partitions: list[int], chunks: 
     )
     decided = ordering_check(flagged, policy).withColumn("watermark", F.col("wp")).persist()
     ends = decided.groupBy("chunk", "partition").agg(F.max("wp").alias("w")).collect()
-    wp_start = _prefix({(r["chunk"], r["partition"]): r["w"] for r in ends}, partitions, chunks.count)
-    return decided, wp_start
+    partitions = sorted({r["partition"] for r in ends})
+    return decided, Starts.from_maxima([(r["chunk"], r["partition"], r["w"]) for r in ends], partitions)
 
 
 def _sequential_punctuations(strategy: Punctuated):
@@ -171,29 +183,24 @@ def _sequential_punctuations(strategy: Punctuated):
     return flag
 
 
-def output_watermark(decided: DataFrame, policy: Policy, partitions: list[int], wp_start: dict,
-                     raise_start: list[int]) -> DataFrame:
+def output_watermark(decided: DataFrame, policy: Policy, wp_start: Starts, raise_start: Starts) -> DataFrame:
     """Adds `output_watermark`: independent = the partition's own; merged = min over all partitions of
     their latest `wp` (-infinity until each has had a row); either raised by idle timeouts (`raise`)."""
     if policy.independent:
         raised = _running_max(F.col("raise"), _upto("partition"))
         return decided.withColumn("output_watermark", F.greatest("wp", raised))
     in_chunk = _upto("chunk")
-    latest = [
-        _running_max(F.when(F.col("partition") == p, F.col("wp")), in_chunk, _lookup(wp_start[p], F.col("chunk")))
-        for p in partitions
-    ]
+    latest = [_running_max(F.when(F.col("partition") == p, F.col("wp")), in_chunk, wp_start.lookup(p))
+              for p in wp_start.values]
     merged = F.least(*latest) if len(latest) > 1 else latest[0]
-    raised = _running_max(F.col("raise"), in_chunk, _lookup(raise_start, F.col("chunk")))
+    raised = _running_max(F.col("raise"), in_chunk, raise_start.lookup("raise"))
     return decided.withColumn("output_watermark", F.greatest(merged, raised))
 
 
-def raise_starts(raises: DataFrame | None, chunks: Chunks) -> list[int]:
+def raise_starts(raises: DataFrame | None, span: Starts) -> Starts:
     """Each chunk's starting idle-timeout raise (the maximum raise of earlier chunks)."""
-    if raises is None:
-        return [NEG] * chunks.count
-    ends = raises.groupBy(chunks.column().alias("chunk")).agg(F.max("raise").alias("r")).collect()
-    return _prefix({(r["chunk"], 0): r["r"] for r in ends}, [0], chunks.count)[0]
+    ends = [] if raises is None else raises.groupBy(chunk_column().alias("chunk")).agg(F.max("raise").alias("r")).collect()
+    return Starts.from_maxima([(r["chunk"], "raise", r["r"]) for r in ends], ["raise"], (span.first, span.last))
 
 
 def timeline(decisions: DataFrame, resolution_us: int = 1_000_000) -> DataFrame:
