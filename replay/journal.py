@@ -99,7 +99,7 @@ def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:
     root = os.path.abspath(landing)
     rel = F.regexp_replace(F.expr("try_url_decode(_metadata.file_path)"), "^file:" + "(//)?" + root + "/", "")
     if "json" in by_format:
-        text = spark.read.option("wholetext", True).text([os.path.join(root, f) for f in by_format["json"]])
+        text = spark.read.text([os.path.join(root, f) for f in by_format["json"]], wholetext=True)
         lines = text.select(rel.alias("source"), F.posexplode(F.split("value", "\n")).alias("pos", "line"))
         lines = lines.where(F.trim("line") != "")
         parsed = F.from_json("line", RAW)
