@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, StructField, StructType
 
 from replay.decisions import NEG, ordering_check
 from replay.policy import Policy, Punctuated
@@ -99,6 +100,8 @@ def _bounded(rows: DataFrame, policy: Policy) -> tuple[DataFrame, Starts]:
     rows = rows.withColumn("floor_c", floor).withColumn("event_c", F.when(F.col("passed"), F.col("t") - O))
     ends = rows.groupBy("chunk", "partition").agg(F.max("floor_c").alias("f"), F.max("event_c").alias("e")).collect()
     partitions = sorted({r["partition"] for r in ends})
+    if not partitions:
+        return rows, Starts(0, {})
     floor_start = Starts.from_maxima([(r["chunk"], r["partition"], r["f"]) for r in ends], partitions)
     event_start = Starts.from_maxima([(r["chunk"], r["partition"], r["e"]) for r in ends], partitions)
     chunks = floor_start.last - floor_start.first + 1
@@ -143,7 +146,7 @@ def _punctuated(rows: DataFrame, policy: Policy) -> tuple[DataFrame, Starts]:
         n = F.count(F.when(F.col("passed"), 1)).over(_upto("partition"))
         flagged = rows.withColumn("punct", F.col("passed") & (n % strategy.every_events == 0))
     else:
-        schema = rows.schema.add("punct", "boolean")
+        schema = StructType([*rows.schema.fields, StructField("punct", BooleanType())])
         flagged = rows.groupBy("partition").applyInPandas(_sequential_punctuations(strategy), schema)
     value = F.when(F.col("punct"), F.col("t") - strategy.delay)
     flagged = flagged.select(
