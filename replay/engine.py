@@ -2,14 +2,14 @@
 timeline and metrics out. Functions from DataFrames to DataFrames; no I/O, no clock."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from replay import idle, metrics, watermarks, windows
-from replay.decisions import NEG, arrival_checks, last_reason, ordering_check
+from replay.decisions import NEG, arrival_checks, last_reason
 from replay.policy import Policy
 
 KEPT = ("seq", "partition", "offset", "kind", "arrival", "key", "value", "action", "reasons", "timestamp",
@@ -23,13 +23,14 @@ class Outputs:
     dead_letters: DataFrame
     watermarks: DataFrame
     metrics: DataFrame
+    cached: list[DataFrame] = field(default_factory=list)  # persisted intermediates, freed by unpersist()
 
     def tables(self) -> dict[str, DataFrame]:
         return {"decisions": self.decisions, "windows": self.windows, "dead_letters": self.dead_letters,
                 "watermarks": self.watermarks, "metrics": self.metrics}
 
     def unpersist(self) -> None:
-        for df in getattr(self, "_cached", []):
+        for df in self.cached:
             df.unpersist()
 
 
@@ -102,9 +103,7 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
         "partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
         _instant("wp").alias("watermark"), _instant("output_watermark").alias("output_watermark"),
     )
-    out = Outputs(decisions, win, dead, timeline, metrics.hourly(decisions, dead))
-    out._cached = cached
-    return out
+    return Outputs(decisions, win, dead, timeline, metrics.hourly(decisions, dead), cached)
 
 
 def _no_windows(journal: DataFrame) -> DataFrame:

@@ -37,19 +37,18 @@ class RunSummary:
 
 
 def seq_bounds(rows: DataFrame, start: str | None, end: str | None) -> tuple[int | None, int | None]:
-    """An arrival-time range [start, end) as a seq range: the first seq arriving at or after each bound."""
-    def first_at(bound: str | None, name: str) -> int | None:
-        if bound is None:
-            return None
+    """An arrival-time range [start, end) as a seq range [lo, hi): the first seq arriving at or after each
+    bound; None leaves that side open (an `end` nothing arrives after is the end of the journal)."""
+    def first_at(bound: str, name: str) -> int | None:
         us = parse_instant(bound, name)
-        hit = rows.where(F.unix_micros("arrival_time") >= us).agg(F.min("seq")).first()[0]
-        return hit if hit is not None else -1  # -1: nothing arrives that late
-    lo, hi = first_at(start, "--from"), first_at(end, "--to")
-    if lo == -1:
-        lo = None if hi is None else hi
-        lo = lo if lo is not None else rows.agg(F.max("seq")).first()[0] + 1
-    if hi == -1:
-        hi = None
+        return rows.where(F.unix_micros("arrival_time") >= us).agg(F.min("seq")).first()[0]
+
+    if start is not None and end is not None and parse_instant(start, "--from") >= parse_instant(end, "--to"):
+        raise ValueError(f"--from {start} must be before --to {end}")
+    lo = None if start is None else first_at(start, "--from")
+    if start is not None and lo is None:  # nothing arrives that late: an empty range at the end
+        lo = (rows.agg(F.max("seq")).first()[0] or -1) + 1
+    hi = None if end is None else first_at(end, "--to")
     return lo, hi
 
 

@@ -11,7 +11,6 @@ import re
 import subprocess
 import sys
 
-import pytest
 
 REPLAY = os.path.join(sys.prefix, "bin", "replay")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
