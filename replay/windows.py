@@ -7,6 +7,7 @@ reached" index is >= k: a group-by and a small join, no global ordering.
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
+from pyspark.sql.window import Window as SqlWindow
 from pyspark.sql import functions as F
 
 from replay.decisions import NEG
@@ -57,19 +58,34 @@ def unwindowed(decisions: DataFrame, policy: Policy) -> Column:
     return F.col("timestamp").isNotNull() & (lo > hi)
 
 
-def close_points(decisions: DataFrame, wanted: DataFrame, policy: Policy) -> DataFrame:
-    """(scope, k, close_seq): the first row at which window k of a scope is closed (null: never)."""
+def close_points(decisions: DataFrame, policy: Policy) -> DataFrame:
+    """(scope, k, close_seq): the first row at which window k of a scope is closed, for every k that closes
+    within the span of the kept events' windows."""
     w = policy.window
-    reached = floor_div(F.col("output_watermark") - w.offset - w.size - policy.allowed_lateness, w.hop).cast("long")
+    span = decisions.agg(F.min("timestamp").alias("lo"), F.max("timestamp").alias("hi")).first()
+    if span["lo"] is None:
+        return decisions.sparkSession.createDataFrame([], "scope int, k long, close_seq long")
+    k_min = (span["lo"] - w.offset - w.size) // w.hop + 1
+    k_max = (span["hi"] - w.offset) // w.hop
+    reached = floor_div(F.col("output_watermark") - w.offset - w.size - policy.allowed_lateness, w.hop)
     firsts = (
         decisions.where(F.col("output_watermark") > NEG)
-        .select(scope_column(policy).alias("scope"), reached.alias("reached"), "seq")
-        .groupBy("scope", "reached").agg(F.min("seq").alias("first_seq"))
+        .groupBy(scope_column(policy).alias("scope"), reached.alias("reached"))
+        .agg(F.min("seq").alias("close_seq"))
     )
-    candidates = wanted.join(
-        F.broadcast(firsts), (wanted.scope == firsts.scope) & (firsts.reached >= wanted.k), "left"
+    # The output watermark only rises, so the row that first reaches index r closes the windows after
+    # the previous reached index, up to r.
+    previous = F.lag("reached").over(SqlWindow.partitionBy("scope").orderBy("reached"))
+    bounds = firsts.select(
+        "scope", "close_seq",
+        F.greatest(F.coalesce(previous + 1, F.lit(k_min)), F.lit(k_min)).alias("lo"),
+        F.least(F.col("reached"), F.lit(k_max)).alias("hi"),
     )
-    return candidates.groupBy(wanted.scope, wanted.k).agg(F.min("first_seq").alias("close_seq"))
+    lo, hi = F.col("lo"), F.col("hi")
+    return bounds.select(
+        "scope", "close_seq",
+        F.explode(F.when(lo <= hi, F.sequence(lo, hi)).otherwise(F.array().cast("array<bigint>"))).alias("k"),
+    )
 
 
 def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool) -> tuple[DataFrame, DataFrame, DataFrame]:
@@ -77,9 +93,8 @@ def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool) -> tup
     and the (cached, small) table of close points they share."""
     w = policy.window
     m = members(decisions, policy)
-    wanted = m.select("scope", "k").distinct()
-    closes = close_points(decisions, wanted, policy).persist()  # small: one row per window
-    joined = m.join(F.broadcast(closes), ["scope", "k"], "left").withColumnRenamed("scope", "scope_")
+    closes = close_points(decisions, policy).persist()  # small: one row per window index that closes
+    joined = m.join(closes, ["scope", "k"], "left").withColumnRenamed("scope", "scope_")
     too_late = F.col("close_seq").isNotNull() & (F.col("seq") > F.col("close_seq"))
     counted = joined.where(~too_late)
     windows = (
