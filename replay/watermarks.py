@@ -52,9 +52,16 @@ class Starts:
             values[key] = starts
         return cls(first, values)
 
-    def lookup(self, key) -> Column:
-        """The start value of timeline `key` in the row's chunk."""
-        return F.element_at(F.array(*[F.lit(v) for v in self.values[key]]), F.col("chunk") - self.first + 1)
+    def name(self, key, prefix: str) -> str:
+        return f"{prefix}{list(self.values).index(key)}"
+
+    def attach(self, rows: DataFrame, prefix: str) -> DataFrame:
+        """Adds one column per timeline (`prefix` + its index) holding its start value in the row's chunk:
+        a broadcast join with the small chunks x timelines table, which keeps the generated code small."""
+        names = [self.name(k, prefix) for k in self.values]
+        table = [(self.first + i, *[self.values[k][i] for k in self.values]) for i in range(self.last - self.first + 1)]
+        schema = ", ".join(["chunk int", *[f"{n} long" for n in names]])
+        return rows.join(F.broadcast(rows.sparkSession.createDataFrame(table, schema)), "chunk")
 
     def combine(self, other: "Starts") -> "Starts":
         """Element-wise maximum of two tables over the same chunks (a watermark of two running maxima)."""
@@ -74,11 +81,11 @@ def _running_max(c: Column, window, start: Column | None = None) -> Column:
     return running if start is None else F.greatest(running, start)
 
 
-def _own_partition(starts: Starts) -> Column:
-    """The start value of the row's own partition in the row's chunk."""
+def _own_partition(starts: Starts, prefix: str) -> Column:
+    """The start value of the row's own partition in the row's chunk (after `starts.attach`)."""
     expr = F.lit(NEG)
     for p in starts.values:
-        expr = F.when(F.col("partition") == p, starts.lookup(p)).otherwise(expr)
+        expr = F.when(F.col("partition") == p, F.col(starts.name(p, prefix))).otherwise(expr)
     return expr
 
 
@@ -104,38 +111,49 @@ def _bounded(rows: DataFrame, policy: Policy) -> tuple[DataFrame, Starts]:
         return rows, Starts(0, {})
     floor_start = Starts.from_maxima([(r["chunk"], r["partition"], r["f"]) for r in ends], partitions)
     event_start = Starts.from_maxima([(r["chunk"], r["partition"], r["e"]) for r in ends], partitions)
-    chunks = floor_start.last - floor_start.first + 1
-    rows = rows.repartition(chunks, "chunk").withColumn("floor_start", _own_partition(floor_start))
+    rows = rows.repartition(floor_start.last - floor_start.first + 1, "chunk")
     if policy.substream_by:
-        keys = rows.groupBy("chunk", "partition", "key").agg(F.max("event_c").alias("e"))
-        earlier = Window.partitionBy("partition", "key").orderBy("chunk").rowsBetween(Window.unboundedPreceding, -1)
-        keys = keys.select("chunk", "partition", "key",
-                           F.coalesce(F.max("e").over(earlier), F.lit(NEG)).alias("event_start"))
-        rows = rows.join(keys, ["chunk", "partition", "key"], "left").fillna(NEG, ["event_start"])
-        scope = ("chunk", "partition", "key")
-        wp_start = floor_start
-    else:
-        rows = rows.withColumn("event_start", _own_partition(event_start))
-        scope = ("chunk", "partition")
-        wp_start = floor_start.combine(event_start)
+        return _substreams(rows, policy, floor_start), floor_start
+    wp_start = floor_start.combine(event_start)
+    return _partition_scopes(rows, policy, wp_start), wp_start
+
+
+def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts) -> DataFrame:
+    """Scope = partition: per partition, a running max of both terms, masked to its rows, over the chunk
+    in seq order. One sort per chunk, shared with the output watermark that follows."""
+    c = F.greatest("floor_c", F.coalesce("event_c", F.lit(NEG)))
+    rows = start.attach(rows, "s")
+    after, before = F.lit(NEG), F.lit(NEG)
+    for p in start.values:
+        masked, mine, s0 = F.when(F.col("partition") == p, c), F.col("partition") == p, F.col(start.name(p, "s"))
+        after = F.when(mine, _running_max(masked, _upto("chunk"), s0)).otherwise(after)
+        before = F.when(mine, _running_max(masked, _before("chunk"), s0)).otherwise(before)
+    decided = ordering_check(rows.select("*", before.alias("w_before"), after.alias("wp")), policy)
+    return decided.withColumn("watermark", F.col("wp"))
+
+
+def _substreams(rows: DataFrame, policy: Policy, floor_start: Starts) -> DataFrame:
+    """Scope = (partition, key): the floor runs per partition, the event term per key, each from its
+    chunk's starting value (per key: a small window over the per-chunk maxima)."""
+    keys = rows.groupBy("chunk", "partition", "key").agg(F.max("event_c").alias("e"))
+    earlier = Window.partitionBy("partition", "key").orderBy("chunk").rowsBetween(Window.unboundedPreceding, -1)
+    keys = keys.select("chunk", "partition", "key", F.coalesce(F.max("e").over(earlier), F.lit(NEG)).alias("e0"))
+    rows = floor_start.attach(rows.join(keys, ["chunk", "partition", "key"], "left").fillna(NEG, ["e0"]), "f")
+    f0 = _own_partition(floor_start, "f")
+    scope = ("chunk", "partition", "key")
     rows = rows.select(
         "*",
-        _running_max(F.col("floor_c"), _upto("chunk", "partition"), F.col("floor_start")).alias("floor_after"),
-        _running_max(F.col("event_c"), _upto(*scope), F.col("event_start")).alias("events_after"),
-        F.greatest(_running_max(F.col("floor_c"), _before("chunk", "partition"), F.col("floor_start")),
-                   _running_max(F.col("event_c"), _before(*scope), F.col("event_start"))).alias("w_before"),
+        _running_max(F.col("floor_c"), _upto("chunk", "partition"), f0).alias("floor_after"),
+        _running_max(F.col("event_c"), _upto(*scope), F.col("e0")).alias("events_after"),
+        F.greatest(_running_max(F.col("floor_c"), _before("chunk", "partition"), f0),
+                   _running_max(F.col("event_c"), _before(*scope), F.col("e0"))).alias("w_before"),
     )
-    decided = ordering_check(rows, policy)
     scope_wm = F.greatest("floor_after", "events_after")
-    if policy.substream_by:
-        decided = decided.select(
-            "*",
-            F.when(F.col("kind") == "event", scope_wm).otherwise(F.col("floor_after")).alias("watermark"),
-            F.col("floor_after").alias("wp"),
-        )
-    else:
-        decided = decided.select("*", scope_wm.alias("watermark"), scope_wm.alias("wp"))
-    return decided, wp_start
+    return ordering_check(rows, policy).select(
+        "*",
+        F.when(F.col("kind") == "event", scope_wm).otherwise(F.col("floor_after")).alias("watermark"),
+        F.col("floor_after").alias("wp"),
+    )
 
 
 def _punctuated(rows: DataFrame, policy: Policy) -> tuple[DataFrame, Starts]:
@@ -193,10 +211,11 @@ def output_watermark(decided: DataFrame, policy: Policy, wp_start: Starts, raise
         raised = _running_max(F.col("raise"), _upto("partition"))
         return decided.withColumn("output_watermark", F.greatest("wp", raised))
     in_chunk = _upto("chunk")
-    latest = [_running_max(F.when(F.col("partition") == p, F.col("wp")), in_chunk, wp_start.lookup(p))
+    decided = raise_start.attach(wp_start.attach(decided, "o"), "r")
+    latest = [_running_max(F.when(F.col("partition") == p, F.col("wp")), in_chunk, F.col(wp_start.name(p, "o")))
               for p in wp_start.values]
     merged = F.least(*latest) if len(latest) > 1 else latest[0]
-    raised = _running_max(F.col("raise"), in_chunk, raise_start.lookup("raise"))
+    raised = _running_max(F.col("raise"), in_chunk, F.col(raise_start.name("raise", "r")))
     return decided.withColumn("output_watermark", F.greatest(merged, raised))
 
 
