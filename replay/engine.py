@@ -2,6 +2,7 @@
 timeline and metrics out. Functions from DataFrames to DataFrames; no I/O, no clock."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
@@ -9,7 +10,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from replay import idle, metrics, watermarks, windows
-from replay.decisions import NEG, arrival_checks, last_reason
+from replay.decisions import NEG, last_reason
 from replay.policy import Policy
 
 KEPT = ("seq", "partition", "offset", "kind", "arrival", "key", "value", "action", "reasons", "timestamp",
@@ -49,12 +50,14 @@ def prepare(journal: DataFrame) -> DataFrame:
     )
 
 
-def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq: int | None = None) -> Outputs:
+def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq: int | None = None,
+           materialize: Callable[[DataFrame], DataFrame] | None = None) -> Outputs:
     """Run the spec over `journal` (rows with seq, partition, offset, kind, arrival_time, event_time,
     key, value). `flush`: the journal is complete, so open windows are flushed (if the policy says so).
-    `since_seq`: keep only outputs of rows from this seq on (the history before it still counts)."""
+    `since_seq`: keep only outputs of rows from this seq on (the history before it still counts).
+    `materialize`: how the per-row results, which every output reads, are kept (default: persisted)."""
     rows = prepare(journal)
-    decided, wp_start = watermarks.decide(arrival_checks(rows, policy), policy)
+    decided, wp_start = watermarks.decide(rows, policy)
     if not wp_start.values:
         return _empty(journal, policy)
     cached = [decided]
@@ -69,8 +72,11 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
         decided = decided.withColumn("raise", F.lit(NEG))
         raise_start = watermarks.raise_starts(None, wp_start)
     full = watermarks.output_watermark(decided, policy, wp_start, raise_start).select(*KEPT)
-    full = full.persist(StorageLevel.MEMORY_AND_DISK)
-    cached.append(full)
+    if materialize is None:
+        full = full.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(full)
+    else:
+        full = materialize(full)
 
     in_range = (lambda df: df) if since_seq is None else (lambda df: df.where(F.col("seq") >= since_seq))
     decisions = in_range(full).select(

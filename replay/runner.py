@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
+import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
@@ -62,16 +65,33 @@ def run(spark: SparkSession, lake: str, policy: Policy, target: str = "productio
     lo, hi = seq_bounds(rows, start, end)
     if hi is not None:
         rows = rows.where(F.col("seq") < hi)
-    out = engine.replay(rows, policy, flush=hi is None, since_seq=lo)
+    scratch = os.path.join(lake, "outputs", target, f"_scratch-{uuid.uuid4().hex}")
+    out = engine.replay(rows, policy, flush=hi is None, since_seq=lo,
+                        materialize=lambda df: _materialize(df, scratch))
     partial = lo is not None or hi is not None
-    with progress(spark, "replay"):
+    with progress(spark, "replay"), _removed(scratch):
         for name in ("decisions", "windows", "dead_letters", "watermarks"):
             _write(store, out.tables()[name], output_path(lake, target, name), name, lo, hi, partial)
+        # metrics cover the whole target, so they are recomputed from its tables (cheap to scan)
         written = {n: store.read(spark, output_path(lake, target, n)) for n in ("decisions", "dead_letters")}
-        hourly = metrics.hourly(written["decisions"], written["dead_letters"]) if partial else out.metrics
-        store.write(hourly, output_path(lake, target, "metrics"), mode="overwrite")
+        store.write(metrics.hourly(written["decisions"], written["dead_letters"]),
+                    output_path(lake, target, "metrics"), mode="overwrite")
     out.unpersist()
     return RunSummary(target, lo, hi, seconds=time.perf_counter() - began)
+
+
+def _materialize(df: DataFrame, folder: str) -> DataFrame:
+    """Per-row results, read by every output, kept as Parquet: cheaper than Spark's cache at this size."""
+    df.write.parquet(folder)
+    return df.sparkSession.read.schema(df.schema).parquet(folder)
+
+
+@contextmanager
+def _removed(folder: str):
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _write(store, df, path, name, lo, hi, partial) -> None:
