@@ -59,7 +59,7 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     rows = prepare(journal)
     decided, wp_start = watermarks.decide(rows, policy)
     if not wp_start.values:
-        return _empty(journal, policy)
+        return _empty(journal)
     cached = [decided]
     if policy.idle_timeout is not None and policy.window is not None:
         decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
@@ -91,10 +91,7 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
         F.lit(None).cast("timestamp").alias("window_start"),
         F.timestamp_micros("arrival").alias("arrival_time"),
     )
-    malformed = in_range(journal.where(F.col("kind") == "malformed")).select(
-        "seq", "partition", "offset", F.lit("malformed").alias("reason"),
-        F.lit(None).cast("timestamp").alias("window_start"), "arrival_time",
-    )
+    malformed = in_range(_malformed(journal))
     if policy.window is not None:
         win, closed, closes = windows.windows_and_closed(full, policy, flush and policy.flush_at_end)
         cached.append(closes)
@@ -112,6 +109,14 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     return Outputs(decisions, win, dead, timeline, metrics.hourly(decisions, dead), cached)
 
 
+def _malformed(journal: DataFrame) -> DataFrame:
+    """Landing rows that could not be placed are dead letters too: nothing is lost."""
+    return journal.where(F.col("kind") == "malformed").select(
+        "seq", "partition", "offset", F.lit("malformed").alias("reason"),
+        F.lit(None).cast("timestamp").alias("window_start"), "arrival_time",
+    )
+
+
 def _no_windows(journal: DataFrame) -> DataFrame:
     spark = journal.sparkSession
     return spark.createDataFrame([], WINDOW_SCHEMA)
@@ -122,14 +127,12 @@ WINDOW_SCHEMA = (
 )
 
 
-def _empty(journal: DataFrame, policy: Policy) -> Outputs:
+def _empty(journal: DataFrame) -> Outputs:
     spark = journal.sparkSession
     decisions = spark.createDataFrame([], "seq long, partition int, offset long, kind string, action string, "
                                           "reasons array<string>, timestamp timestamp, watermark timestamp, "
                                           "output_watermark timestamp, arrival_time timestamp")
-    dead = journal.where(F.col("kind") == "malformed").select(
-        "seq", "partition", "offset", F.lit("malformed").alias("reason"),
-        F.lit(None).cast("timestamp").alias("window_start"), "arrival_time")
+    dead = _malformed(journal)
     timeline = spark.createDataFrame([], "partition int, seq long, arrival_time timestamp, watermark timestamp, "
                                          "output_watermark timestamp")
     return Outputs(decisions, _no_windows(journal), dead, timeline, metrics.hourly(decisions, dead))
