@@ -118,11 +118,9 @@ class DeltaRsStore:
             stats = json.loads(add["stats"] or "{}")
             lo = stats.get("minValues", {}).get(replace.column)
             hi = stats.get("maxValues", {}).get(replace.column)
-            if lo is None or hi is None:  # no stats (or an all-null column): rewrite to be safe
-                inside, outside = False, False
-            elif replace.nulls and stats.get("nullCount", {}).get(replace.column, 1):
-                outside = False
-                inside = False
+            if lo is None or hi is None or replace.nulls:
+                # no range statistics, or null rows to replace (their count is not recorded): rewrite it
+                inside = outside = False
             else:
                 inside = lo >= replace.low and (replace.high is None or hi < replace.high)
                 outside = hi < replace.low or (replace.high is not None and lo >= replace.high)
