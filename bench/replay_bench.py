@@ -24,9 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-POLICY = os.path.join(ROOT, "infra", "policies", "production.yaml")  # 1-minute tumbling windows per key
+from jobs.demo import DEFAULT_POLICY as POLICY  # noqa: E402  (1-minute tumbling windows per key)
 
 
 def timed(fn, *args):

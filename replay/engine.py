@@ -69,8 +69,7 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
         decided = decided.join(F.broadcast(raised), "seq", "left").fillna(NEG, ["raise"])
         raise_start = watermarks.raise_starts(raised, wp_start)
     else:
-        decided = decided.withColumn("raise", F.lit(NEG))
-        raise_start = watermarks.raise_starts(None, wp_start)
+        raise_start = None  # no idle timeout: nothing raises the output watermark
     full = watermarks.output_watermark(decided, policy, wp_start, raise_start).select(*KEPT)
     if materialize is None:
         full = full.persist(StorageLevel.MEMORY_AND_DISK)

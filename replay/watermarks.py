@@ -110,7 +110,8 @@ def _contributions(rows: DataFrame, policy: Policy) -> DataFrame:
 def _bounded(rows: DataFrame, policy: Policy) -> tuple[DataFrame, Starts]:
     """W_s = max(max over kept events of the scope of t - O, max over all rows of the partition of
     arrival - L). An out-of-order event never raises it, so the maxima may include every event."""
-    ends = _contributions(rows, policy).groupBy("chunk", "partition").agg(F.max("floor_c").alias("f"), F.max("event_c").alias("e")).collect()
+    ends = (_contributions(rows, policy).groupBy("chunk", "partition")
+            .agg(F.max("floor_c").alias("f"), F.max("event_c").alias("e")).collect())
     partitions = sorted({r["partition"] for r in ends})
     if not partitions:
         return rows, Starts(0, {})
@@ -210,24 +211,31 @@ def _sequential_punctuations(strategy: Punctuated):
     return flag
 
 
-def output_watermark(decided: DataFrame, policy: Policy, wp_start: Starts, raise_start: Starts) -> DataFrame:
+def output_watermark(decided: DataFrame, policy: Policy, wp_start: Starts,
+                     raise_start: Starts | None = None) -> DataFrame:
     """Adds `output_watermark`: independent = the partition's own; merged = min over all partitions of
-    their latest `wp` (-infinity until each has had a row); either raised by idle timeouts (`raise`)."""
+    their latest `wp` (-infinity until each has had a row); either raised by idle timeouts (column
+    `raise`, with `raise_start` its chunk starts; None when there is no idle timeout)."""
     if policy.independent:
+        if raise_start is None:
+            return decided.withColumn("output_watermark", F.col("wp"))
         raised = _running_max(F.col("raise"), _upto("partition"))
         return decided.withColumn("output_watermark", F.greatest("wp", raised))
     in_chunk = _upto("chunk")
-    decided = raise_start.attach(wp_start.attach(decided, "o"), "r")
+    decided = wp_start.attach(decided, "o")
     latest = [_running_max(F.when(F.col("partition") == p, F.col("wp")), in_chunk, F.col(wp_start.name(p, "o")))
               for p in wp_start.values]
     merged = F.least(*latest) if len(latest) > 1 else latest[0]
+    if raise_start is None:
+        return decided.withColumn("output_watermark", merged)
+    decided = raise_start.attach(decided, "r")
     raised = _running_max(F.col("raise"), in_chunk, F.col(raise_start.name("raise", "r")))
     return decided.withColumn("output_watermark", F.greatest(merged, raised))
 
 
-def raise_starts(raises: DataFrame | None, span: Starts) -> Starts:
+def raise_starts(raises: DataFrame, span: Starts) -> Starts:
     """Each chunk's starting idle-timeout raise (the maximum raise of earlier chunks)."""
-    ends = [] if raises is None else raises.groupBy(chunk_column().alias("chunk")).agg(F.max("raise").alias("r")).collect()
+    ends = raises.groupBy(chunk_column().alias("chunk")).agg(F.max("raise").alias("r")).collect()
     return Starts.from_maxima([(r["chunk"], "raise", r["r"]) for r in ends], ["raise"], (span.first, span.last))
 
 
