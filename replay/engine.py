@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from replay import idle, metrics, watermarks, windows
 from replay.decisions import NEG, last_reason
 from replay.policy import Policy
+from replay.state import ScopeState, State
 
 KEPT = ("seq", "partition", "offset", "kind", "arrival", "key", "value", "action", "reasons", "timestamp",
         "watermark", "wp", "output_watermark")
@@ -25,6 +26,7 @@ class Outputs:
     watermarks: DataFrame
     metrics: DataFrame
     cached: list[DataFrame] = field(default_factory=list)  # persisted intermediates, freed by unpersist()
+    state: State | None = None  # the engine's state after the last row
 
     def tables(self) -> dict[str, DataFrame]:
         return {"decisions": self.decisions, "windows": self.windows, "dead_letters": self.dead_letters,
@@ -51,26 +53,33 @@ def prepare(journal: DataFrame) -> DataFrame:
 
 
 def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq: int | None = None,
-           materialize: Callable[[DataFrame], DataFrame] | None = None) -> Outputs:
+           materialize: Callable[[DataFrame], DataFrame] | None = None, state: State | None = None,
+           partitions: list[int] | None = None, keep_state: bool = False) -> Outputs:
     """Run the spec over `journal` (rows with seq, partition, offset, kind, arrival_time, event_time,
     key, value). `flush`: the journal is complete, so open windows are flushed (if the policy says so).
     `since_seq`: keep only outputs of rows from this seq on (the history before it still counts).
-    `materialize`: how the per-row results, which every output reads, are kept (default: persisted)."""
+    `materialize`: how the per-row results, which every output reads, are kept (default: persisted).
+    `state`: the state after the rows before `journal` (a checkpoint); `Outputs.state` is the state after it.
+    `partitions`: the partitions of the source, when known up front (else: those with rows).
+    `keep_state`: also compute the state after the last row (`Outputs.state`), for the next batch."""
+    state = state or State()
     rows = prepare(journal)
-    decided, wp_start = watermarks.decide(rows, policy)
-    if not wp_start.values:
-        return _empty(journal)
-    cached = [decided]
+    d = watermarks.decide(rows, policy, state, partitions)
+    if d is None:
+        return _empty(journal, state)
+    decided, cached = d.rows, [d.rows]
+    scopes_before = {s: state.scope(s) for s in _scopes(policy, d.wp_start.values)}
     if policy.idle_timeout is not None and policy.window is not None:
         decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(decided)
-        raised = idle.raises(decided, policy).persist()
+        raised = idle.raises(decided, policy, _idle_before(state, scopes_before, policy)).persist()
         cached.append(raised)
         decided = decided.join(F.broadcast(raised), "seq", "left").fillna(NEG, ["raise"])
-        raise_start = watermarks.raise_starts(raised, wp_start)
+        raise_start = watermarks.raise_starts(raised, d.wp_start, scopes_before.get(windows.MERGED, ScopeState()).raised)
     else:
-        raise_start = None  # no idle timeout: nothing raises the output watermark
-    full = watermarks.output_watermark(decided, policy, wp_start, raise_start).select(*KEPT)
+        raised, raise_start = None, None  # no idle timeout: nothing raises the output watermark
+    full = watermarks.output_watermark(decided, policy, d.wp_start, raise_start,
+                                       {s: v.raised for s, v in scopes_before.items()}).select(*KEPT)
     if materialize is None:
         full = full.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(full)
@@ -91,9 +100,11 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
         F.timestamp_micros("arrival").alias("arrival_time"),
     )
     malformed = in_range(_malformed(journal))
+    still_open = None
     if policy.window is not None:
-        win, closed, closes = windows.windows_and_closed(full, policy, flush and policy.flush_at_end)
-        cached.append(closes)
+        w = windows.windows_and_closed(full, policy, flush and policy.flush_at_end, state)
+        cached.append(w.closes)
+        win, closed, still_open = w.windows, w.closed, w.open
         if since_seq is not None:
             win = win.where(F.col("emitted_at").isNull() | (F.col("emitted_at") >= since_seq))
             closed = closed.where(F.col("seq") >= since_seq)
@@ -101,11 +112,49 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     else:
         win = _no_windows(journal)
         dead = dropped.unionByName(malformed)
-    timeline = watermarks.timeline(in_range(full)).select(
+    before = {p: v.wp for p, v in state.partitions.items()}
+    timeline = watermarks.timeline(in_range(full), before=before).select(
         "partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
         _instant("wp").alias("watermark"), _instant("output_watermark").alias("output_watermark"),
     )
-    return Outputs(decisions, win, dead, timeline, metrics.hourly(decisions, dead), cached)
+    after = _state_after(full, policy, d, state, scopes_before, raised, still_open) if keep_state else None
+    return Outputs(decisions, win, dead, timeline, metrics.hourly(decisions, dead), cached, after)
+
+
+def _scopes(policy: Policy, partitions) -> list[int]:
+    return list(partitions) if policy.independent else [windows.MERGED]
+
+
+def _idle_before(state: State, scopes: dict[int, ScopeState], policy: Policy) -> dict:
+    """Per output scope: the latest event arrival and the ends of the open windows (idle.raises)."""
+    w, ends = policy.window, {}
+    if state.windows is not None:  # open windows are few (they close as the watermark passes): collected
+        for r in state.windows.select("scope", "k").distinct().collect():
+            ends.setdefault(r["scope"], []).append(w.offset + r["k"] * w.hop + w.size)
+    return {s: (v.last_event, ends.get(s, [])) for s, v in scopes.items()}
+
+
+def _state_after(full: DataFrame, policy: Policy, d: watermarks.Decided, state: State,
+                 scopes_before: dict[int, ScopeState], raised: DataFrame | None, still_open: DataFrame | None) -> State:
+    """The state after the last row: partitions from the watermark pass, scopes from one small aggregate."""
+    scope = windows.scope_column(policy)
+    is_event = F.col("kind") == "event"
+    ends = full.groupBy(scope.alias("scope")).agg(
+        F.max("seq").alias("seq"), F.max("output_watermark").alias("owm"),
+        F.max(F.when(is_event, F.col("arrival"))).alias("last_event"),
+    ).collect()
+    raises = {}
+    if raised is not None:
+        joined = raised.join(full.select("seq", scope.alias("scope")), "seq")
+        raises = {r["scope"]: r["r"] for r in joined.groupBy("scope").agg(F.max("raise").alias("r")).collect()}
+    scopes = dict(scopes_before)
+    for r in ends:
+        s, before = r["scope"], scopes_before.get(r["scope"], ScopeState())
+        last = [v for v in (before.last_event, r["last_event"]) if v is not None]
+        scopes[s] = ScopeState(owm=max(before.owm, r["owm"]), raised=max(before.raised, raises.get(s, NEG)),
+                               last_event=max(last) if last else None)
+    return State(seq=max(r["seq"] for r in ends), partitions={**state.partitions, **d.partitions}, scopes=scopes,
+                 windows=still_open, keys=d.keys if d.keys is not None else state.keys)
 
 
 def _malformed(journal: DataFrame) -> DataFrame:
@@ -126,7 +175,7 @@ WINDOW_SCHEMA = (
 )
 
 
-def _empty(journal: DataFrame) -> Outputs:
+def _empty(journal: DataFrame, state: State) -> Outputs:
     spark = journal.sparkSession
     decisions = spark.createDataFrame([], "seq long, partition int, offset long, kind string, action string, "
                                           "reasons array<string>, timestamp timestamp, watermark timestamp, "
@@ -134,4 +183,4 @@ def _empty(journal: DataFrame) -> Outputs:
     dead = _malformed(journal)
     timeline = spark.createDataFrame([], "partition int, seq long, arrival_time timestamp, watermark timestamp, "
                                          "output_watermark timestamp")
-    return Outputs(decisions, _no_windows(journal), dead, timeline, metrics.hourly(decisions, dead))
+    return Outputs(decisions, _no_windows(journal), dead, timeline, metrics.hourly(decisions, dead), state=state)

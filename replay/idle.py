@@ -17,8 +17,10 @@ from replay.policy import Policy
 from replay.windows import scope_column, window_range
 
 
-def raises(rows: DataFrame, policy: Policy) -> DataFrame:
-    """(seq, raise): the output watermark a clock row raises its scope to (only rows that raise it)."""
+def raises(rows: DataFrame, policy: Policy, before: dict[int, tuple[int | None, list[int]]] | None = None) -> DataFrame:
+    """(seq, raise): the output watermark a clock row raises its scope to (only rows that raise it).
+    `before`: per scope, from earlier rows, the latest event arrival and the ends of its open windows
+    (windows that closed no longer matter: a raise to their end would not move the watermark)."""
     w = policy.window
     lo, hi = window_range(F.col("timestamp"), w)
     slim = rows.select(
@@ -27,10 +29,10 @@ def raises(rows: DataFrame, policy: Policy) -> DataFrame:
         F.when(F.col("timestamp").isNotNull() & (lo <= hi), lo).alias("k_lo"),
         F.when(F.col("timestamp").isNotNull() & (lo <= hi), hi).alias("k_hi"),
     )
-    return slim.groupBy("scope").applyInPandas(_raises_in_scope(policy), "seq long, raise long")
+    return slim.groupBy("scope").applyInPandas(_raises_in_scope(policy, before or {}), "seq long, raise long")
 
 
-def _raises_in_scope(policy: Policy):
+def _raises_in_scope(policy: Policy, before: dict[int, tuple[int | None, list[int]]]):
     w, idle, lateness = policy.window, policy.idle_timeout, policy.allowed_lateness
 
     def run(pdf: pd.DataFrame) -> pd.DataFrame:
@@ -39,9 +41,9 @@ def _raises_in_scope(policy: Policy):
         arrival = pdf["arrival"].to_numpy(dtype=np.int64)
         seqs = pdf["seq"].to_numpy(dtype=np.int64)
         k_lo, k_hi = pdf["k_lo"].to_numpy(), pdf["k_hi"].to_numpy()
-        ends: list[int] = []  # sorted ends of windows that have held an event so far
-        seen: set[int] = set()
-        last_event = None
+        last_event, open_ends = before.get(int(pdf["scope"].iloc[0]), (None, [])) if len(pdf) else (None, [])
+        ends: list[int] = sorted(open_ends)  # sorted ends of windows that have held an event so far
+        seen: set[int] = {(e - w.size - w.offset) // w.hop for e in ends}
         out_seq, out_raise = [], []
         for i in range(len(pdf)):
             if is_event[i]:

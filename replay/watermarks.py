@@ -6,15 +6,16 @@ maxima on its own (window functions over `chunk`). One shuffle, and no task need
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, StructField, StructType
+from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from replay.decisions import NEG, arrival_checks, ordering_check
 from replay.policy import Policy, Punctuated
+from replay.state import KEYS_SCHEMA, PartitionState, State
 
 
 CHUNK_ROWS = 250_000  # seq values per chunk: a chunk is one task of the watermark pass
@@ -31,6 +32,7 @@ class Starts:
 
     first: int
     values: dict  # timeline key -> [start of chunk first, first + 1, ...]
+    ends: dict = field(default_factory=dict)  # timeline key -> its value after the last chunk
 
     @property
     def last(self) -> int:
@@ -38,19 +40,20 @@ class Starts:
 
     @classmethod
     def from_maxima(cls, maxima: list[tuple[int, object, int | None]], keys: list,
-                    span: tuple[int, int] | None = None) -> "Starts":
+                    span: tuple[int, int] | None = None, initial: dict | None = None) -> "Starts":
+        """`initial`: each timeline's value before the first chunk (the state of earlier rows)."""
         chunks = [c for c, _, _ in maxima]
         first, last = span or ((min(chunks), max(chunks)) if chunks else (0, 0))
         table = {(c, k): v for c, k, v in maxima if v is not None}
-        values = {}
+        values, ends = {}, {}
         for key in keys:
-            acc, starts = NEG, []
+            acc, starts = (initial or {}).get(key, NEG), []
             for c in range(first, last + 1):
                 starts.append(acc)
                 if (c, key) in table:
                     acc = max(acc, table[(c, key)])
-            values[key] = starts
-        return cls(first, values)
+            values[key], ends[key] = starts, acc
+        return cls(first, values, ends)
 
     def name(self, key, prefix: str) -> str:
         return f"{prefix}{list(self.values).index(key)}"
@@ -65,7 +68,8 @@ class Starts:
 
     def combine(self, other: "Starts") -> "Starts":
         """Element-wise maximum of two tables over the same chunks (a watermark of two running maxima)."""
-        return Starts(self.first, {k: [max(a, b) for a, b in zip(v, other.values[k])] for k, v in self.values.items()})
+        return Starts(self.first, {k: [max(a, b) for a, b in zip(v, other.values[k])] for k, v in self.values.items()},
+                      {k: max(v, other.ends[k]) for k, v in self.ends.items()})
 
 
 def _upto(*keys: str):
@@ -89,14 +93,39 @@ def _own_partition(starts: Starts, prefix: str) -> Column:
     return expr
 
 
-def decide(rows: DataFrame, policy: Policy) -> tuple[DataFrame, Starts]:
-    """Journal rows (engine.prepare) -> every decision, with `watermark` (the row's scope after the row)
-    and `wp` (its partition's watermark after the row), clustered by `chunk`. Also returns each
-    partition's `wp` at the start of every chunk (its keys are all the partitions of the source)."""
+@dataclass
+class Decided:
+    """Every row's decision, with `watermark` (its scope's, after the row) and `wp` (its partition's), clustered
+    by `chunk`; each partition's `wp` at the start of every chunk (keys: all partitions of the source); and
+    the state of every partition (and of every substream key) after the last row."""
+
+    rows: DataFrame
+    wp_start: Starts
+    partitions: dict[int, PartitionState]
+    keys: DataFrame | None = None
+
+
+def decide(rows: DataFrame, policy: Policy, state: State | None = None,
+           partitions: list[int] | None = None) -> Decided | None:
+    """Journal rows (engine.prepare) -> decisions, continuing from `state`. `partitions`: the partitions of the
+    source when known up front (else those with rows). None when there are no rows."""
+    state = state or State()
     rows = rows.withColumn("chunk", chunk_column())
     if policy.punctuated:
-        return _punctuated(arrival_checks(rows, policy), policy)
-    return _bounded(rows, policy)
+        return _punctuated(arrival_checks(rows, policy), policy, state, partitions)
+    return _bounded(rows, policy, state, partitions)
+
+
+def _source_partitions(seen, state: State, partitions: list[int] | None) -> list[int]:
+    return sorted(set(partitions or ()) | set(state.partitions) | set(seen))
+
+
+def _by_partition(values: dict, default) -> Column:
+    """A per-partition constant (few partitions): a CASE over the row's partition."""
+    expr = F.lit(default)
+    for p, v in values.items():
+        expr = F.when(F.col("partition") == p, F.lit(v)).otherwise(expr)
+    return expr
 
 
 def _contributions(rows: DataFrame, policy: Policy) -> DataFrame:
@@ -107,22 +136,28 @@ def _contributions(rows: DataFrame, policy: Policy) -> DataFrame:
     return checked.withColumn("floor_c", floor).withColumn("event_c", F.when(F.col("passed"), F.col("t") - O))
 
 
-def _bounded(rows: DataFrame, policy: Policy) -> tuple[DataFrame, Starts]:
+def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int] | None) -> Decided | None:
     """W_s = max(max over kept events of the scope of t - O, max over all rows of the partition of
     arrival - L). An out-of-order event never raises it, so the maxima may include every event."""
     ends = (_contributions(rows, policy).groupBy("chunk", "partition")
             .agg(F.max("floor_c").alias("f"), F.max("event_c").alias("e")).collect())
-    partitions = sorted({r["partition"] for r in ends})
-    if not partitions:
-        return rows, Starts(0, {})
-    floor_start = Starts.from_maxima([(r["chunk"], r["partition"], r["f"]) for r in ends], partitions)
-    event_start = Starts.from_maxima([(r["chunk"], r["partition"], r["e"]) for r in ends], partitions)
+    if not ends:
+        return None
+    parts = _source_partitions({r["partition"] for r in ends}, state, partitions)
+    floor_start = Starts.from_maxima([(r["chunk"], r["partition"], r["f"]) for r in ends], parts,
+                                     initial={p: state.partition(p).floor for p in parts})
+    event_start = Starts.from_maxima([(r["chunk"], r["partition"], r["e"]) for r in ends], parts,
+                                     initial={p: state.partition(p).events for p in parts})
     # The checks run again after the shuffle: moving the 9 journal columns is cheaper than moving 16.
     rows = _contributions(rows.repartition(floor_start.last - floor_start.first + 1, "chunk"), policy)
     if policy.substream_by:
-        return _substreams(rows, policy, floor_start), floor_start
+        decided, keys = _substreams(rows, policy, floor_start, state)
+        after = {p: PartitionState(floor=floor_start.ends[p], wp=floor_start.ends[p]) for p in parts}
+        return Decided(decided, floor_start, after, keys)
     wp_start = floor_start.combine(event_start)
-    return _partition_scopes(rows, policy, wp_start), wp_start
+    after = {p: PartitionState(floor=floor_start.ends[p], events=event_start.ends[p], wp=wp_start.ends[p])
+             for p in parts}
+    return Decided(_partition_scopes(rows, policy, wp_start), wp_start, after)
 
 
 def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts) -> DataFrame:
@@ -139,13 +174,24 @@ def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts) -> DataFra
     return decided.withColumn("watermark", F.col("wp"))
 
 
-def _substreams(rows: DataFrame, policy: Policy, floor_start: Starts) -> DataFrame:
+def _substreams(rows: DataFrame, policy: Policy, floor_start: Starts, state: State) -> tuple[DataFrame, DataFrame]:
     """Scope = (partition, key): the floor runs per partition, the event term per key, each from its
-    chunk's starting value (per key: a small window over the per-chunk maxima)."""
+    chunk's starting value (per key: a small window over the per-chunk maxima, after the state's)."""
     keys = rows.groupBy("chunk", "partition", "key").agg(F.max("event_c").alias("e"))
     earlier = Window.partitionBy("partition", "key").orderBy("chunk").rowsBetween(Window.unboundedPreceding, -1)
-    keys = keys.select("chunk", "partition", "key", F.coalesce(F.max("e").over(earlier), F.lit(NEG)).alias("e0"))
-    rows = floor_start.attach(rows.join(keys, ["chunk", "partition", "key"], "left").fillna(NEG, ["e0"]), "f")
+    keys = keys.select("chunk", "partition", "key", "e", F.max("e").over(earlier).alias("e0"))
+    before = state.keys if state.keys is not None else rows.sparkSession.createDataFrame([], KEYS_SCHEMA)
+    before = before.select(F.col("partition").alias("bp"), F.col("key").alias("bk"), F.col("e").alias("be"))
+    same = (F.col("partition") == F.col("bp")) & F.col("key").eqNullSafe(F.col("bk"))
+    keys = keys.join(F.broadcast(before), same, "left").select(
+        "chunk", "partition", "key", "e", F.greatest("e0", "be").alias("e0"))
+    after = (keys.groupBy("partition", "key").agg(F.max("e").alias("e"))
+             .unionByName(before.select(F.col("bp").alias("partition"), F.col("bk").alias("key"), F.col("be").alias("e")))
+             .groupBy("partition", "key").agg(F.max("e").alias("e")))
+    k = keys.select(F.col("chunk").alias("kc"), F.col("partition").alias("kp"), F.col("key").alias("kk"), "e0")
+    on = (F.col("chunk") == F.col("kc")) & (F.col("partition") == F.col("kp")) & F.col("key").eqNullSafe(F.col("kk"))
+    rows = rows.join(k, on, "left").drop("kc", "kp", "kk").fillna(NEG, ["e0"])
+    rows = floor_start.attach(rows, "f")
     f0 = _own_partition(floor_start, "f")
     scope = ("chunk", "partition", "key")
     rows = rows.select(
@@ -156,70 +202,90 @@ def _substreams(rows: DataFrame, policy: Policy, floor_start: Starts) -> DataFra
                    _running_max(F.col("event_c"), _before(*scope), F.col("e0"))).alias("w_before"),
     )
     scope_wm = F.greatest("floor_after", "events_after")
-    return ordering_check(rows, policy).select(
+    decided = ordering_check(rows, policy).select(
         "*",
         F.when(F.col("kind") == "event", scope_wm).otherwise(F.col("floor_after")).alias("watermark"),
         F.col("floor_after").alias("wp"),
     )
+    return decided, after
 
 
-def _punctuated(rows: DataFrame, policy: Policy) -> tuple[DataFrame, Starts]:
+def _punctuated(rows: DataFrame, policy: Policy, state: State, partitions: list[int] | None) -> Decided | None:
     """CTIs: punctuation flags per partition, W_p = running max of (t - delay) at punctuations. Counts
     and `every` chains span chunks, so this runs per partition, then a pass finds chunk starts."""
     strategy: Punctuated = policy.watermark
+    before = {p: state.partition(p) for p in state.partitions}
     if strategy.every is None:
-        n = F.count(F.when(F.col("passed"), 1)).over(_upto("partition"))
-        flagged = rows.withColumn("punct", F.col("passed") & (n % strategy.every_events == 0))
+        n = F.count(F.when(F.col("passed"), 1)).over(_upto("partition")) + _by_partition(
+            {p: s.counted for p, s in before.items()}, 0)
+        flagged = rows.withColumn("punct", F.col("passed") & (n % strategy.every_events == 0)).withColumn(
+            "ref", F.lit(None).cast("long"))
     else:
-        schema = StructType([*rows.schema.fields, StructField("punct", BooleanType())])
-        flagged = rows.groupBy("partition").applyInPandas(_sequential_punctuations(strategy), schema)
+        schema = StructType([*rows.schema.fields, StructField("punct", BooleanType()), StructField("ref", LongType())])
+        initial = {p: (s.counted, s.ref) for p, s in before.items()}
+        flagged = rows.groupBy("partition").applyInPandas(_sequential_punctuations(strategy, initial), schema)
     value = F.when(F.col("punct"), F.col("t") - strategy.delay)
+    wp0 = _by_partition({p: s.wp for p, s in before.items()}, NEG)
     flagged = flagged.select(
         "*",
-        _running_max(value, _upto("partition")).alias("wp"),
-        _running_max(value, _before("partition")).alias("w_before"),
+        _running_max(value, _upto("partition"), wp0).alias("wp"),
+        _running_max(value, _before("partition"), wp0).alias("w_before"),
     )
     decided = ordering_check(flagged, policy).withColumn("watermark", F.col("wp")).persist()
-    ends = decided.groupBy("chunk", "partition").agg(F.max("wp").alias("w")).collect()
-    partitions = sorted({r["partition"] for r in ends})
-    return decided, Starts.from_maxima([(r["chunk"], r["partition"], r["w"]) for r in ends], partitions)
+    ends = decided.groupBy("chunk", "partition").agg(
+        F.max("wp").alias("w"), F.count(F.when(F.col("passed"), 1)).alias("n"),
+        F.max_by("ref", "seq").alias("ref")).collect()
+    if not ends:
+        decided.unpersist()
+        return None
+    parts = _source_partitions({r["partition"] for r in ends}, state, partitions)
+    wp_start = Starts.from_maxima([(r["chunk"], r["partition"], r["w"]) for r in ends], parts,
+                                  initial={p: state.partition(p).wp for p in parts})
+    last_ref = {r["partition"]: r["ref"] for r in sorted(ends, key=lambda r: r["chunk"]) if r["ref"] is not None}
+    after = {p: PartitionState(wp=wp_start.ends[p],
+                               counted=state.partition(p).counted + sum(r["n"] for r in ends if r["partition"] == p),
+                               ref=last_ref.get(p, state.partition(p).ref))
+             for p in parts}
+    return Decided(decided, wp_start, after)
 
 
-def _sequential_punctuations(strategy: Punctuated):
+def _sequential_punctuations(strategy: Punctuated, initial: dict[int, tuple[int, int | None]]):
     """`every T` refers to the event that made the last punctuation: a chain, so it runs in seq order,
-    one partition per task, on the executors."""
+    one partition per task, on the executors, from each partition's (count, reference) in `initial`."""
     N, T = strategy.every_events, strategy.every
 
     def flag(pdf: pd.DataFrame) -> pd.DataFrame:
         pdf = pdf.sort_values("seq", kind="stable").reset_index(drop=True)
         passed = pdf["passed"].to_numpy()
         t = pdf["t"].to_numpy()
-        out = [False] * len(pdf)
-        count, ref = 0, None
+        out, refs = [False] * len(pdf), [None] * len(pdf)
+        count, ref = initial.get(int(pdf["partition"].iloc[0]), (0, None)) if len(pdf) else (0, None)
         for i in range(len(pdf)):
-            if not passed[i]:
-                continue
-            count += 1
-            ti = int(t[i])
-            make = (N is not None and count % N == 0) or (ref is not None and ti >= ref + T)
-            if make or ref is None:
-                ref = ti
-            out[i] = make
+            if passed[i]:
+                count += 1
+                ti = int(t[i])
+                make = (N is not None and count % N == 0) or (ref is not None and ti >= ref + T)
+                if make or ref is None:
+                    ref = ti
+                out[i] = make
+            refs[i] = ref
         pdf["punct"] = out
+        pdf["ref"] = pd.array(refs, dtype="Int64")
         return pdf
 
     return flag
 
 
 def output_watermark(decided: DataFrame, policy: Policy, wp_start: Starts,
-                     raise_start: Starts | None = None) -> DataFrame:
+                     raise_start: Starts | None = None, raised_before: dict[int, int] | None = None) -> DataFrame:
     """Adds `output_watermark`: independent = the partition's own; merged = min over all partitions of
     their latest `wp` (-infinity until each has had a row); either raised by idle timeouts (column
-    `raise`, with `raise_start` its chunk starts; None when there is no idle timeout)."""
+    `raise`, with `raise_start` its chunk starts; None when there is no idle timeout). `raised_before`:
+    each independent partition's raise from earlier rows."""
     if policy.independent:
         if raise_start is None:
             return decided.withColumn("output_watermark", F.col("wp"))
-        raised = _running_max(F.col("raise"), _upto("partition"))
+        raised = _running_max(F.col("raise"), _upto("partition"), _by_partition(raised_before or {}, NEG))
         return decided.withColumn("output_watermark", F.greatest("wp", raised))
     in_chunk = _upto("chunk")
     decided = wp_start.attach(decided, "o")
@@ -233,19 +299,22 @@ def output_watermark(decided: DataFrame, policy: Policy, wp_start: Starts,
     return decided.withColumn("output_watermark", F.greatest(merged, raised))
 
 
-def raise_starts(raises: DataFrame, span: Starts) -> Starts:
-    """Each chunk's starting idle-timeout raise (the maximum raise of earlier chunks)."""
+def raise_starts(raises: DataFrame, span: Starts, before: int = NEG) -> Starts:
+    """Each chunk's starting idle-timeout raise (the maximum raise of earlier chunks, and `before`)."""
     ends = raises.groupBy(chunk_column().alias("chunk")).agg(F.max("raise").alias("r")).collect()
-    return Starts.from_maxima([(r["chunk"], "raise", r["r"]) for r in ends], ["raise"], (span.first, span.last))
+    return Starts.from_maxima([(r["chunk"], "raise", r["r"]) for r in ends], ["raise"], (span.first, span.last),
+                              initial={"raise": before})
 
 
-def timeline(decisions: DataFrame, resolution_us: int = 1_000_000) -> DataFrame:
+def timeline(decisions: DataFrame, resolution_us: int = 1_000_000, before: dict[int, int] | None = None) -> DataFrame:
     """The watermark timeline: per partition, the first row at which its watermark reached each new
-    `resolution` step (a second by default), with the output watermark at that row."""
+    `resolution` step (a second by default), with the output watermark at that row. `before`: each
+    partition's watermark after earlier rows, whose step is already on the timeline."""
     step = F.floor(F.col("wp") / resolution_us)
     first = F.min_by(F.struct("seq", "arrival", "wp", "output_watermark"), F.col("seq"))
+    reached = {p: w // resolution_us for p, w in (before or {}).items() if w > NEG}
     return (
-        decisions.where(F.col("wp") > NEG)
+        decisions.where((F.col("wp") > NEG) & (step > _by_partition(reached, NEG)))
         .groupBy("partition", step.alias("step"))
         .agg(first.alias("r"))
         .select("partition", "r.seq", "r.arrival", "r.wp", "r.output_watermark")

@@ -6,12 +6,15 @@ reached" index is >= k: a group-by and a small join, no global ordering.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql.window import Window as SqlWindow
 from pyspark.sql import functions as F
 
 from replay.decisions import NEG
 from replay.policy import Policy, Window
+from replay.state import State
 
 
 def floor_div(a: Column, b: int) -> Column:
@@ -58,27 +61,46 @@ def unwindowed(decisions: DataFrame, policy: Policy) -> Column:
     return F.col("timestamp").isNotNull() & (lo > hi)
 
 
-def close_points(decisions: DataFrame, policy: Policy) -> DataFrame:
-    """(scope, k, close_seq): the first row at which window k of a scope is closed, for every k that closes
-    within the span of the kept events' windows."""
+def reached_index(owm: Column | int, policy: Policy):
+    """The last window index closed once the output watermark is `owm`."""
     w = policy.window
+    if isinstance(owm, int):
+        return (owm - w.offset - w.size - policy.allowed_lateness) // w.hop
+    return floor_div(owm - w.offset - w.size - policy.allowed_lateness, w.hop)
+
+
+def close_points(decisions: DataFrame, policy: Policy, state: State | None = None) -> DataFrame:
+    """(scope, k, close_seq): the first row at which window k of a scope is closed, for every k that closes
+    within the span of the kept events' windows and the open windows of `state`."""
+    w = policy.window
+    state = state or State()
     span = decisions.agg(F.min("timestamp").alias("lo"), F.max("timestamp").alias("hi")).first()
-    if span["lo"] is None:
+    k_min = k_max = None
+    if span["lo"] is not None:
+        k_min = (span["lo"] - w.offset - w.size) // w.hop + 1
+        k_max = (span["hi"] - w.offset) // w.hop
+    if state.windows is not None:
+        held = state.windows.agg(F.min("k").alias("lo"), F.max("k").alias("hi")).first()
+        if held["lo"] is not None:
+            k_min = held["lo"] if k_min is None else min(k_min, held["lo"])
+            k_max = held["hi"] if k_max is None else max(k_max, held["hi"])
+    if k_min is None:
         return decisions.sparkSession.createDataFrame([], "scope int, k long, close_seq long")
-    k_min = (span["lo"] - w.offset - w.size) // w.hop + 1
-    k_max = (span["hi"] - w.offset) // w.hop
-    reached = floor_div(F.col("output_watermark") - w.offset - w.size - policy.allowed_lateness, w.hop)
     firsts = (
         decisions.where(F.col("output_watermark") > NEG)
-        .groupBy(scope_column(policy).alias("scope"), reached.alias("reached"))
+        .groupBy(scope_column(policy).alias("scope"), reached_index(F.col("output_watermark"), policy).alias("reached"))
         .agg(F.min("seq").alias("close_seq"))
     )
     # The output watermark only rises, so the row that first reaches index r closes the windows after
-    # the previous reached index, up to r.
+    # the previous reached index (or the state's), up to r.
+    closed_before = {s: reached_index(v.owm, policy) for s, v in state.scopes.items() if v.owm > NEG}
+    earlier = F.lit(k_min)
+    for s, r in closed_before.items():
+        earlier = F.when(F.col("scope") == s, F.lit(r + 1)).otherwise(earlier)
     previous = F.lag("reached").over(SqlWindow.partitionBy("scope").orderBy("reached"))
     bounds = firsts.select(
         "scope", "close_seq",
-        F.greatest(F.coalesce(previous + 1, F.lit(k_min)), F.lit(k_min)).alias("lo"),
+        F.greatest(F.coalesce(previous + 1, earlier), F.lit(k_min)).alias("lo"),
         F.least(F.col("reached"), F.lit(k_max)).alias("hi"),
     )
     lo, hi = F.col("lo"), F.col("hi")
@@ -88,33 +110,45 @@ def close_points(decisions: DataFrame, policy: Policy) -> DataFrame:
     )
 
 
-def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool) -> tuple[DataFrame, DataFrame, DataFrame]:
+@dataclass
+class WindowResults:
+    windows: DataFrame  # emitted windows (and, with flush, the open ones with a null emitted_at)
+    closed: DataFrame   # `window_closed` dead letters
+    closes: DataFrame   # the (cached, small) close points both share
+    open: DataFrame     # windows still open after the last row (state.WINDOWS_SCHEMA)
+
+
+def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool, state: State | None = None) -> WindowResults:
     """Emitted windows, the `window_closed` dead letters of events that came after their window closed,
-    and the (cached, small) table of close points they share."""
+    and the windows still open, continuing from the open windows and output watermarks of `state`."""
     w = policy.window
+    state = state or State()
     m = members(decisions, policy)
-    closes = close_points(decisions, policy).persist()  # small: one row per window index that closes
-    joined = m.join(closes, ["scope", "k"], "left").withColumnRenamed("scope", "scope_")
+    closes = close_points(decisions, policy, state).persist()  # small: one row per window index that closes
+    joined = m.join(closes, ["scope", "k"], "left")
     too_late = F.col("close_seq").isNotNull() & (F.col("seq") > F.col("close_seq"))
-    counted = joined.where(~too_late)
-    windows = (
-        counted.groupBy("scope_", "group_key", "k")
-        .agg(
-            F.count("*").alias("count"),
-            # decimal sums are exact, so the result does not depend on how rows were partitioned
-            F.sum(F.col("value").cast("decimal(38,12)")).cast("double").alias("sum"),
-            F.first("close_seq").alias("emitted_at"),
-        )
+    for s, v in state.scopes.items():  # windows the state had closed already
+        if v.owm > NEG:
+            too_late = too_late | ((F.col("scope") == s) & (F.col("k") <= reached_index(v.owm, policy)))
+    counted = joined.where(~too_late).groupBy("scope", "group_key", "k").agg(
+        F.count("*").alias("count"),
+        # decimal sums are exact, so the result does not depend on how rows were partitioned
+        F.sum(F.col("value").cast("decimal(38,12)")).alias("sum"),
     )
-    if not flush:
-        windows = windows.where(F.col("emitted_at").isNotNull())
+    if state.windows is not None:
+        counted = counted.unionByName(state.windows).groupBy("scope", "group_key", "k").agg(
+            F.sum("count").alias("count"), F.sum("sum").cast("decimal(38,12)").alias("sum"))
+    counted = counted.join(F.broadcast(closes), ["scope", "k"], "left")
+    still_open = counted.where(F.col("close_seq").isNull()).select(
+        "scope", "group_key", "k", "count", F.col("sum").cast("decimal(38,12)").alias("sum"))
+    windows = counted if flush else counted.where(F.col("close_seq").isNotNull())
     start = window_start(F.col("k"), w)
     windows = windows.select(
         F.timestamp_micros(start).alias("window_start"),
         F.timestamp_micros(start + w.size).alias("window_end"),
         F.col("group_key").alias("key"),
-        F.when(F.col("scope_") != MERGED, F.col("scope_")).alias("partition"),
-        "count", "sum", "emitted_at",
+        F.when(F.col("scope") != MERGED, F.col("scope")).alias("partition"),
+        "count", F.col("sum").cast("double").alias("sum"), F.col("close_seq").alias("emitted_at"),
     )
     closed = joined.where(too_late).select(
         "seq", "partition", "offset",
@@ -122,4 +156,4 @@ def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool) -> tup
         F.timestamp_micros(start).alias("window_start"),
         F.timestamp_micros(F.col("arrival")).alias("arrival_time"),
     )
-    return windows, closed, closes
+    return WindowResults(windows, closed, closes, still_open)

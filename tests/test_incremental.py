@@ -1,0 +1,56 @@
+"""The engine continued from its state gives the same outputs as one replay of the whole journal: the
+property that lets the live job run in micro-batches and a replay start from a checkpoint."""
+from __future__ import annotations
+
+import copy
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from replay import engine, journal
+from replay.conformance import SHAPES, _rows
+from replay.policy import Policy
+from tests.journals import journals, policies
+
+
+def _outputs(out: engine.Outputs) -> dict:
+    return {name: _rows(getattr(out, name), fields) for name, fields in SHAPES.items()}
+
+
+def _in_pieces(spark, policy: Policy, rows: list[dict], cuts: list[int]) -> dict:
+    """Replays rows[0:c1], rows[c1:c2], ... each from the state the one before left; flushes at the end."""
+    df = journal.from_rows(spark, rows).persist()
+    partitions = sorted({r["partition"] for r in rows})
+    state, result = None, {name: [] for name in SHAPES}
+    bounds = [0, *cuts, len(rows)]
+    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        last = i == len(bounds) - 2
+        out = engine.replay(df.where(f"seq >= {lo} AND seq < {hi}"), policy, flush=last, state=state,
+                            partitions=partitions, keep_state=True)
+        for name, part in _outputs(out).items():
+            result[name] += part
+        state = out.state
+    return {name: sorted(v, key=json.dumps) for name, v in result.items()}
+
+
+def _whole(spark, policy: Policy, rows: list[dict]) -> dict:
+    out = _outputs(engine.replay(journal.from_rows(spark, rows), policy))
+    return {name: sorted(v, key=json.dumps) for name, v in out.items()}
+
+
+@st.composite
+def journals_with_cuts(draw):
+    rows = draw(journals())
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(rows) - 1)), max_size=3))) if len(rows) > 1 else []
+    return rows, cuts
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(policy=policies(), case=journals_with_cuts())
+def test_replay_in_pieces_from_state_equals_one_replay(spark, policy, case):
+    rows, cuts = case
+    p = Policy.from_dict(copy.deepcopy(policy))
+    assert _in_pieces(spark, p, rows, cuts) == _whole(spark, p, rows), json.dumps(
+        {"policy": policy, "cuts": cuts, "journal": rows})
