@@ -83,7 +83,7 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
         F.count(F.when((F.col("kind") == "event") & F.col("event_time").isNull(), 1)).alias("bad"),
     ).collect()
     total = lambda field: sum(r[field] for r in per_file)  # noqa: E731
-    version = store.write(_with_seq(spark, rows, new, {r["source"]: r["lines"] for r in per_file}, base),
+    version = store.write(with_seq(spark, rows, new, {r["source"]: r["lines"] for r in per_file}, base),
                           path, stats_columns=("seq",))
     rows.unpersist()
     return IngestResult(new, len(files) - len(new), total("rows"), total("events"), total("malformed"),
@@ -120,8 +120,18 @@ def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:
     return out
 
 
-def normalize(raw: DataFrame) -> DataFrame:
-    """Typed journal columns; rows that cannot be placed become `malformed`, keeping their text."""
+def raw_from_lines(lines: DataFrame) -> DataFrame:
+    """`(source, source_line, line)` rows (JSON object text) -> the raw shape `normalize` takes.
+
+    A line that is not a JSON object parses to null fields, so `normalize` keeps it as `malformed`.
+    """
+    parsed = F.from_json("line", RAW)
+    return lines.select("source", "source_line", "line", *[parsed[f].alias(f) for f in FIELDS])
+
+
+def normalize(raw: DataFrame, partitions: list[int] | None = None) -> DataFrame:
+    """Typed journal columns; rows that cannot be placed become `malformed`, keeping their text (also rows
+    of a partition the source does not have, when its `partitions` are known)."""
     partition = F.col("partition").try_cast("int")
     offset = F.col("offset").try_cast("long")
     arrival = F.col("arrival_time").try_cast("timestamp")
@@ -131,6 +141,8 @@ def normalize(raw: DataFrame) -> DataFrame:
         partition.isNull() | offset.isNull() | arrival.isNull()
         | (F.col("value").isNotNull() & value.isNull())
     )
+    if partitions is not None:
+        malformed = malformed | ~partition.isin(*partitions)
     keep_text = malformed | event_time.isNull()
     return raw.select(
         partition.alias("partition"),
@@ -146,7 +158,7 @@ def normalize(raw: DataFrame) -> DataFrame:
     )
 
 
-def _with_seq(spark: SparkSession, rows: DataFrame, files: list[str], lines: dict[str, int], base: int) -> DataFrame:
+def with_seq(spark: SparkSession, rows: DataFrame, files: list[str], lines: dict[str, int], base: int) -> DataFrame:
     """seq = base + (lines in earlier files) + line - 1: the order of file names, then lines."""
     starts, acc = [], base
     for f in files:
@@ -155,6 +167,43 @@ def _with_seq(spark: SparkSession, rows: DataFrame, files: list[str], lines: dic
     offsets = spark.createDataFrame(starts, "source string, start long")
     seq = F.col("start") + F.col("source_line") - 1
     return rows.join(F.broadcast(offsets), "source").select(seq.alias("seq"), *[c for c in _names() if c != "seq"])
+
+
+def source_path(lake: str) -> str:
+    return os.path.join(lake, "journal_source")
+
+
+def declared_partitions(spark: SparkSession, lake: str, store: TableStore | None = None) -> list[int] | None:
+    """The source's partitions as the live job declared them (None: a batch-ingested journal, whose
+    partitions are the ones that appear in it)."""
+    store = store or default_store()
+    if not store.exists(source_path(lake)):
+        return None
+    return list(range(store.read(spark, source_path(lake)).first()["partitions"]))
+
+
+def declare_partitions(spark: SparkSession, lake: str, count: int | None, store: TableStore | None = None) -> list[int]:
+    """Record the source's partition count (a broker's is known up front) the first time; later runs must agree."""
+    store = store or default_store()
+    known = declared_partitions(spark, lake, store)
+    if known is not None:
+        if count is not None and count != len(known):
+            raise ValueError(f"partitions: {count} differs from the {len(known)} partitions the journal at {lake} "
+                             f"was started with")
+        return known
+    if count is None or count < 1:
+        raise ValueError(f"partitions: {count!r}; the source's partition count (at least 1) is needed to start a journal")
+    store.write(spark.createDataFrame([(count,)], "partitions int"), source_path(lake), mode="overwrite")
+    return list(range(count))
+
+
+def journaled_sources(spark: SparkSession, lake: str, store: TableStore | None = None) -> set[str]:
+    """The landing files already in the journal."""
+    store = store or default_store()
+    if not store.exists(journal_path(lake)):
+        return set()
+    return {r["source"] for r in store.read(spark, journal_path(lake)).select("source").distinct().collect()
+            if r["source"] is not None}
 
 
 def _names() -> list[str]:

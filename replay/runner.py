@@ -1,6 +1,7 @@
 """`replay run`: read the journal, run the engine, commit the outputs of a target. The I/O edge."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay import engine, journal, metrics
+from replay import checkpoints, engine, journal, metrics
 from replay.durations import parse_instant
 from replay.policy import Policy
 from replay.progress import progress
@@ -37,6 +38,7 @@ class RunSummary:
     seq_from: int | None
     seq_to: int | None
     seconds: float = 0.0
+    checkpoint: int | None = None  # the checkpoint (batch) the replay started from, if any
 
 
 def seq_bounds(rows: DataFrame, start: str | None, end: str | None) -> tuple[int | None, int | None]:
@@ -65,9 +67,13 @@ def run(spark: SparkSession, lake: str, policy: Policy, target: str = "productio
     lo, hi = seq_bounds(rows, start, end)
     if hi is not None:
         rows = rows.where(F.col("seq") < hi)
+    cp = _checkpoint_before(spark, lake, target, policy, lo, store)
+    if cp is not None:
+        rows = rows.where(F.col("seq") > cp.state.seq)
     scratch = os.path.join(lake, "outputs", target, f"_scratch-{uuid.uuid4().hex}")
     out = engine.replay(rows, policy, flush=hi is None, since_seq=lo,
-                        materialize=lambda df: _materialize(df, scratch))
+                        materialize=lambda df: _materialize(df, scratch), state=cp and cp.state,
+                        partitions=journal.declared_partitions(spark, lake, store))
     partial = lo is not None or hi is not None
     with progress(spark, "replay"), _removed(scratch):
         for name in ("decisions", "windows", "dead_letters", "watermarks"):
@@ -77,7 +83,17 @@ def run(spark: SparkSession, lake: str, policy: Policy, target: str = "productio
         store.write(metrics.hourly(written["decisions"], written["dead_letters"]),
                     output_path(lake, target, "metrics"), mode="overwrite")
     out.unpersist()
-    return RunSummary(target, lo, hi, seconds=time.perf_counter() - began)
+    return RunSummary(target, lo, hi, seconds=time.perf_counter() - began, checkpoint=cp and cp.batch)
+
+
+def _checkpoint_before(spark, lake, target, policy, lo, store):
+    """The target's latest checkpoint before seq `lo`, if it was made with this policy: a replay from `lo`
+    starts there instead of at the start of the journal."""
+    if lo is None:
+        return None
+    cp = checkpoints.load(spark, lake, target, store, before_seq=lo)
+    same = cp is not None and cp.policy == json.dumps(policy.to_dict(), sort_keys=True)
+    return cp if same else None
 
 
 def _materialize(df: DataFrame, folder: str) -> DataFrame:

@@ -1,0 +1,275 @@
+"""The live job: Spark Structured Streaming over the landing source; every micro-batch journals first.
+
+Per micro-batch, in order: (1) append its rows to the journal with new `seq` values, plus a clock row
+with the estimated arrival time for every partition seen before that has no new event; (2) decide the
+new rows with the engine, from the last checkpoint; (3) commit the outputs, each commit tagged with the
+transaction (app, batch); (4) commit the checkpoint. A crash anywhere leaves the batch either in the
+journal or not: on restart, rows journaled but not decided yet are decided first, and a commit already
+made for a batch is not made again. The journal is the truth; Spark's own checkpoint is only scratch.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from replay import checkpoints, engine, journal, metrics
+from replay.checkpoints import Checkpoint, SourcePartition
+from replay.decisions import NEG
+from replay.durations import format_instant
+from replay.policy import Policy
+from replay.runner import check_target, output_path
+from replay.state import State
+from replay.store import AppTransaction, Replace, TableStore, default_store
+
+CLOCKS = ("system", "simulated")
+
+
+def processing_time(clock: str, latest_arrival: int | None) -> int:
+    """Now, in microseconds: the wall clock, or (simulated, for tests and demos) the latest arrival seen."""
+    if clock == "system":
+        return time.time_ns() // 1000
+    return latest_arrival if latest_arrival is not None else 0
+
+
+def _crash_point(name: str) -> None:
+    """Fault injection for the recovery tests: RETRACE_CRASH_AT=<name> kills the job here with SIGKILL."""
+    if os.environ.get("RETRACE_CRASH_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class BatchReport:
+    batch: int
+    files: int
+    rows: int
+    clock_rows: int
+    seq_from: int
+    seq_to: int
+    watermark_delay_s: float | None
+    files_waiting: int | None
+    seconds: float
+
+    def line(self) -> str:
+        delay = "n/a" if self.watermark_delay_s is None else f"{self.watermark_delay_s:.1f}s"
+        waiting = "?" if self.files_waiting is None else self.files_waiting
+        return (f"batch {self.batch}: {self.files} files, {self.rows} rows (seq {self.seq_from}-{self.seq_to}, "
+                f"{self.clock_rows} clock rows) committed in {self.seconds:.1f}s; lag: {waiting} landing files "
+                f"waiting, watermark delay {delay}")
+
+
+@dataclass
+class LiveJob:
+    """The micro-batch step of the live job, usable on any DataFrame of landing lines (source, source_line, line)."""
+
+    spark: SparkSession
+    lake: str
+    policy: Policy
+    target: str = "production"
+    clock: str = "system"
+    partitions: int | None = None  # the source's partition count; recorded with the journal the first time
+    store: TableStore = field(default_factory=default_store)
+    landing: object | None = None  # a replay.landing.Landing, to report files waiting
+    reports: list[BatchReport] = field(default_factory=list)
+
+    def __post_init__(self):
+        check_target(self.target)
+        if self.clock not in CLOCKS:
+            raise ValueError(f"clock: {self.clock!r} is not one of {', '.join(CLOCKS)}")
+        self.source_partitions = journal.declare_partitions(self.spark, self.lake, self.partitions, self.store)
+        self._policy_json = json.dumps(self.policy.to_dict(), sort_keys=True)
+        self.cp = self._load()
+
+    def _load(self) -> Checkpoint:
+        cp = checkpoints.load(self.spark, self.lake, self.target, self.store, policy=self._policy_json)
+        return cp or Checkpoint(-1, State(), {}, self._policy_json)
+
+    # -- the micro-batch -------------------------------------------------------------------------------
+
+    def process(self, lines: DataFrame, spark_batch_id: int | None = None) -> None:
+        """foreachBatch: journal the batch's landing lines, then decide and commit them."""
+        began = time.perf_counter()
+        files = sorted(r["source"] for r in lines.select("source").distinct().collect())
+        tail = self._tail()
+        if tail is not None:
+            pending, rows = tail
+            if set(files) <= pending:  # a retried batch that an earlier attempt journaled
+                self._decide(rows, len(files), began)
+                return
+            if pending & set(files):
+                raise RuntimeError(f"landing files {sorted(pending & set(files))} are half journaled")
+            self._decide(rows, len(pending), began)  # finish what a crashed run journaled, then go on
+            began = time.perf_counter()
+        if not files:
+            return
+        self._decide(self._append(lines, files), len(files), began)
+
+    def _tail(self) -> tuple[set[str], DataFrame] | None:
+        """Journal rows after the checkpoint (journaled by a run that crashed before deciding them)."""
+        path = journal.journal_path(self.lake)
+        if not self.store.exists(path):
+            return None
+        rows = self.store.read(self.spark, path).where(F.col("seq") > self.cp.state.seq)
+        found = rows.agg(F.count("*").alias("n"), F.collect_set("source").alias("sources")).first()
+        return (set(found["sources"]), rows) if found["n"] else None
+
+    def _append(self, lines: DataFrame, files: list[str]) -> DataFrame:
+        """Journal the batch: its rows in (file, line) order, then the clock rows; returns the new rows."""
+        path = journal.journal_path(self.lake)
+        rows = journal.normalize(journal.raw_from_lines(lines), self.source_partitions).persist()
+        per_file = {r["source"]: r["lines"] for r in rows.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
+        base = self.cp.state.seq + 1
+        events = journal.with_seq(self.spark, rows, files, per_file, base)
+        seen = {r["partition"]: r for r in events.where(F.col("kind") == "event").groupBy("partition").agg(
+            F.max(F.unix_micros("arrival_time")).alias("arrival"), F.max("offset").alias("offset")).collect()}
+        latest = max([r["arrival"] for r in seen.values()] + [s.last_arrival for s in self.cp.source.values()],
+                     default=None)
+        now = processing_time(self.clock, latest)
+        clocks = self._clock_rows(now, seen, base + sum(per_file.values()))
+        _crash_point("journal")
+        self.store.write(events.unionByName(clocks).coalesce(1), path, stats_columns=("seq",))
+        rows.unpersist()
+        _crash_point("journaled")
+        return self.store.read(self.spark, path).where(F.col("seq") >= base)
+
+    def _clock_rows(self, now: int, seen: dict, first_seq: int) -> DataFrame:
+        """Estimated arrival times (spec 4) for partitions seen before with no event in this batch:
+        last arrival + processing time elapsed since it was seen."""
+        out = []
+        for p, s in sorted(self.cp.source.items()):
+            if p in seen:
+                continue
+            estimate = s.last_arrival + max(0, now - s.seen_at)
+            note = {"estimated_arrival": "last_arrival + (processing_time - seen_at)",
+                    "last_arrival": format_instant(s.last_arrival), "seen_at": format_instant(s.seen_at),
+                    "processing_time": format_instant(now)}
+            out.append((first_seq + len(out), p, s.last_offset, "clock", estimate, json.dumps(note)))
+        df = self.spark.createDataFrame(out, "seq long, partition int, offset long, kind string, arrival long, "
+                                             "payload string")
+        return df.select("seq", "partition", "offset", "kind", F.timestamp_micros("arrival").alias("arrival_time"),
+                         F.lit(None).cast("timestamp").alias("event_time"), F.lit(None).cast("string").alias("key"),
+                         F.lit(None).cast("double").alias("value"), "payload",
+                         F.lit(None).cast("string").alias("source"), F.lit(None).cast("long").alias("source_line"))
+
+    def _decide(self, rows: DataFrame, files: int, began: float) -> None:
+        """Decide `rows` (the journal after the checkpoint) from the checkpoint; commit outputs, then state."""
+        batch = self.cp.batch + 1
+        span = rows.agg(F.min("seq").alias("lo"), F.max("seq").alias("hi"), F.count("*").alias("n"),
+                        F.count(F.when(F.col("kind") == "clock", 1)).alias("clocks")).first()
+        out = engine.replay(rows, self.policy, flush=True, state=self.cp.state,
+                            partitions=self.source_partitions, keep_state=True)
+        tables = out.tables()
+        txn = lambda name: AppTransaction(f"retrace-{self.target}-{name}", batch)  # noqa: E731
+        for name in ("decisions", "dead_letters", "watermarks"):
+            self.store.write(tables[name], output_path(self.lake, self.target, name), txn=txn(name),
+                             stats_columns=("seq",))
+            _crash_point(name)
+        # emitted windows are appended; the open ones (null emitted_at, what a flush would emit now) replaced
+        self.store.write(tables["windows"], output_path(self.lake, self.target, "windows"), txn=txn("windows"),
+                         replace=Replace("emitted_at", span["lo"], None, nulls=True), stats_columns=("emitted_at",))
+        _crash_point("windows")
+        written = {n: self.store.read(self.spark, output_path(self.lake, self.target, n))
+                   for n in ("decisions", "dead_letters")}
+        self.store.write(metrics.hourly(written["decisions"], written["dead_letters"]),
+                         output_path(self.lake, self.target, "metrics"), mode="overwrite")
+        state = out.state.advanced(span["hi"])
+        source = self._source_after(rows)
+        checkpoints.save(self.spark, self.lake, self.target, Checkpoint(batch, state, source, self._policy_json),
+                         self.store)
+        _crash_point("checkpoint")
+        out.unpersist()
+        self.cp = self._load()  # read back: the next batch starts from what was committed
+        self.reports.append(self._report(batch, files, span, rows, began))
+        print(self.reports[-1].line(), file=sys.stderr, flush=True)
+
+    def _source_after(self, rows: DataFrame) -> dict[int, SourcePartition]:
+        """Last arrival, offset and seen-at time per partition, after `rows` (its clock rows name the
+        processing time they were made at; without one, the latest arrival stands in for it)."""
+        stats = rows.where(F.col("kind") == "event").groupBy("partition").agg(
+            F.max(F.unix_micros("arrival_time")).alias("arrival"), F.max("offset").alias("offset")).collect()
+        noted = rows.where(F.col("kind") == "clock").select(
+            F.get_json_object("payload", "$.processing_time").alias("t")).agg(F.max("t").alias("t")).first()["t"]
+        latest = max([r["arrival"] for r in stats], default=None)
+        now = _micros(noted) if noted else (latest if self.clock == "simulated" or latest is None
+                                             else processing_time(self.clock, latest))
+        source = dict(self.cp.source)
+        for r in stats:
+            source[r["partition"]] = SourcePartition(r["arrival"], now, r["offset"])
+        return source
+
+    def _report(self, batch: int, files: int, span, rows: DataFrame, began: float) -> BatchReport:
+        owm = [s.owm for s in self.cp.state.scopes.values() if s.owm > NEG]
+        latest = max([s.last_arrival for s in self.cp.source.values()], default=None)
+        delay = (latest - min(owm)) / 1e6 if owm and latest is not None else None
+        waiting = None
+        if self.landing is not None:
+            done = journal.journaled_sources(self.spark, self.lake, self.store)
+            waiting = sum(1 for f in self.landing.files() if f.name not in done)
+        return BatchReport(batch, files, span["n"], span["clocks"], span["lo"], span["hi"], delay, waiting,
+                           time.perf_counter() - began)
+
+
+def _micros(iso: str) -> int:
+    from replay.durations import parse_instant
+
+    return parse_instant(iso, "processing_time")
+
+
+@dataclass
+class StreamSummary:
+    batches: int
+    rows: int
+    clock_rows: int
+    seconds: float
+    reports: list[BatchReport]
+
+
+def run_stream(spark: SparkSession, landing: str, lake: str, policy: Policy, *, target: str = "production",
+               max_files_per_batch: int | None = None, max_bytes_per_batch: int | None = None,
+               max_batches: int | None = None, clock: str = "system", until_idle: bool = False,
+               partitions: int | None = None, trigger_seconds: float = 1.0) -> StreamSummary:
+    """Run the live job: micro-batches over the landing source until it is idle (`until_idle`), `max_batches`
+    were committed, or the process is stopped."""
+    from replay import landing as landing_source
+
+    for name, v in (("max_files_per_batch", max_files_per_batch), ("max_bytes_per_batch", max_bytes_per_batch),
+                    ("max_batches", max_batches)):
+        if v is not None and v < 1:
+            raise ValueError(f"{name}: {v} must be at least 1")
+    began = time.perf_counter()
+    source = landing_source.Landing.of(landing)
+    job = LiveJob(spark, lake, policy, target=target, clock=clock, partitions=partitions, landing=source)
+    job.process(spark.createDataFrame([], "source string, source_line long, line string"))  # finish a crashed batch
+    landing_source.register(spark)
+    reader = (spark.readStream.format("retrace_landing").option("landing", landing)
+              .option("exclude", json.dumps(sorted(journal.journaled_sources(spark, lake)))))
+    if max_files_per_batch:
+        reader = reader.option("maxFilesPerBatch", str(max_files_per_batch))
+    if max_bytes_per_batch:
+        reader = reader.option("maxBytesPerBatch", str(max_bytes_per_batch))
+    scratch = tempfile.mkdtemp(prefix="retrace-stream-")  # Spark's checkpoint: the journal is the real one
+    writer = reader.load().writeStream.foreachBatch(job.process).option("checkpointLocation", scratch)
+    writer = writer.trigger(availableNow=True) if until_idle else writer.trigger(processingTime=f"{trigger_seconds} seconds")
+    query = writer.start()
+    try:
+        while query.isActive:
+            query.awaitTermination(0.2)
+            if max_batches is not None and len(job.reports) >= max_batches:
+                query.stop()
+        query.awaitTermination()
+    finally:
+        if query.isActive:
+            query.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    reports = job.reports
+    return StreamSummary(len(reports), sum(r.rows for r in reports), sum(r.clock_rows for r in reports),
+                         time.perf_counter() - began, reports)
+
