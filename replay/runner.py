@@ -58,8 +58,9 @@ def seq_bounds(rows: DataFrame, start: str | None, end: str | None) -> tuple[int
 
 
 def run(spark: SparkSession, lake: str, policy: Policy, target: str = "production", start: str | None = None,
-        end: str | None = None, store: TableStore | None = None) -> RunSummary:
-    """Replay the journal (or the arrival range [start, end)) into LAKE/outputs/<target>/."""
+        end: str | None = None, store: TableStore | None = None, checkpoints_of: str | None = None) -> RunSummary:
+    """Replay the journal (or the arrival range [start, end)) into LAKE/outputs/<target>/. A range replay
+    starts from the latest checkpoint before `start` of target `checkpoints_of` (default: `target`)."""
     check_target(target)
     store = store or default_store()
     began = time.perf_counter()
@@ -67,7 +68,7 @@ def run(spark: SparkSession, lake: str, policy: Policy, target: str = "productio
     lo, hi = seq_bounds(rows, start, end)
     if hi is not None:
         rows = rows.where(F.col("seq") < hi)
-    cp = _checkpoint_before(spark, lake, target, policy, lo, store)
+    cp = _checkpoint_before(spark, lake, checkpoints_of or target, policy, lo, store)
     if cp is not None:
         rows = rows.where(F.col("seq") > cp.state.seq)
     scratch = os.path.join(lake, "outputs", target, f"_scratch-{uuid.uuid4().hex}")
