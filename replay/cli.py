@@ -48,6 +48,20 @@ def cmd_run(a) -> int:
     return 0
 
 
+def cmd_stream(a) -> int:
+    from jobs.stream import run_stream
+    from replay.policy import Policy
+
+    policy = Policy.from_yaml(a.policy)
+    s = run_stream(_spark(), a.landing, a.lake, policy, target=a.target, max_files_per_batch=a.max_files_per_batch,
+                   max_bytes_per_batch=a.max_bytes_per_batch, max_batches=a.max_batches, clock=a.clock,
+                   until_idle=a.until_idle, partitions=a.partitions)
+    print(json.dumps({"target": a.target, "batches": s.batches, "rows": s.rows, "clock_rows": s.clock_rows,
+                      "seconds": round(s.seconds, 2),
+                      "batch_seconds": [round(r.seconds, 2) for r in s.reports]}, indent=2))
+    return 0
+
+
 def cmd_hash(a) -> int:
     from replay.hashing import target_hash
 
@@ -85,6 +99,20 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--to", dest="end", help="ISO arrival time; replay rows arriving before this")
     r.add_argument("--target", default="production")
     r.set_defaults(fn=cmd_run)
+    s = sub.add_parser("stream", help="the live job: journal and decide landing files in micro-batches")
+    s.add_argument("--landing", required=True, help="landing folder or s3://bucket/prefix")
+    s.add_argument("--lake", required=True)
+    s.add_argument("--policy", required=True)
+    s.add_argument("--target", default="production")
+    s.add_argument("--max-files-per-batch", type=int)
+    s.add_argument("--max-bytes-per-batch", type=int)
+    s.add_argument("--max-batches", type=int, help="stop after this many micro-batches")
+    s.add_argument("--clock", choices=("system", "simulated"), default="system",
+                   help="processing time for estimated arrivals: the wall clock, or derived from the data")
+    s.add_argument("--until-idle", action="store_true", help="stop when every landing file is journaled")
+    s.add_argument("--partitions", type=int,
+                   help="the source's partition count (needed the first time; recorded with the journal)")
+    s.set_defaults(fn=cmd_stream)
     h = sub.add_parser("hash", help="order-independent content hash of a target's outputs")
     h.add_argument("--lake", required=True)
     h.add_argument("--target", default="production")

@@ -192,7 +192,7 @@ def declare_partitions(spark: SparkSession, lake: str, count: int | None, store:
                              f"was started with")
         return known
     if count is None or count < 1:
-        raise ValueError(f"partitions: {count!r}; the source's partition count (at least 1) is needed to start a journal")
+        raise ValueError(f"partitions: {count!r}; the source's partition count (at least 1, `--partitions N`) is needed to start a journal")
     store.write(spark.createDataFrame([(count,)], "partitions int"), source_path(lake), mode="overwrite")
     return list(range(count))
 
