@@ -89,7 +89,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
     g.set_defaults(fn=cmd_generate)
     i = sub.add_parser("ingest", help="journal new landing files (exactly once)")
-    i.add_argument("--landing", required=True)
+    i.add_argument("--landing", required=True, help="a folder or s3://bucket/prefix")
     i.add_argument("--lake", required=True)
     i.set_defaults(fn=cmd_ingest)
     r = sub.add_parser("run", help="replay the journal into a target's output tables")

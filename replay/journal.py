@@ -1,8 +1,8 @@
 """The journal (spec section 1): an append-only Delta table of every row the job observed.
 
-Ingest reads a landing folder of JSON-lines or Parquet files on the executors, assigns `seq` in
-(file name, line) order, and commits once; files already in the journal are skipped, so ingesting
-twice is a no-op. Lines that cannot be placed (bad JSON, no partition, offset or arrival time) are
+Ingest reads a landing (a folder, or `s3://bucket/prefix` through `replay.landing`) of JSON-lines or
+Parquet files on the executors, assigns `seq` in (file name, line) order, and commits once; files
+already in the journal (by name relative to the landing) are skipped, so ingesting twice is a no-op. Lines that cannot be placed (bad JSON, no partition, offset or arrival time) are
 kept as `kind = malformed` rows with their raw text, never dropped.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from replay import landing as landings
 from replay.store import TableStore, default_store
 
 SCHEMA = (
@@ -22,7 +23,7 @@ SCHEMA = (
 )
 FIELDS = ("partition", "offset", "arrival_time", "event_time", "key", "value")
 RAW = ", ".join(f"{f} string" for f in FIELDS)
-FORMATS = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".parquet": "parquet"}
+FORMATS = landings.FORMATS
 
 
 def journal_path(lake: str) -> str:
@@ -49,22 +50,16 @@ def read(spark: SparkSession, lake: str, store: TableStore | None = None) -> Dat
 
 
 def landing_files(landing: str) -> list[str]:
-    """Landing files by name (the order they are journaled in), as paths relative to `landing`."""
-    if not os.path.isdir(landing):
-        raise FileNotFoundError(f"landing folder {landing} does not exist")
-    found = []
-    for root, _, names in os.walk(landing):
-        for name in names:
-            if os.path.splitext(name)[1] in FORMATS and not name.startswith((".", "_")):
-                found.append(os.path.relpath(os.path.join(root, name), landing))
-    return sorted(found)
+    """Landing files by name (the order they are journaled in), relative to the folder or S3 prefix."""
+    return [f.name for f in landings.Landing.of(landing).files()]
 
 
 def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | None = None) -> IngestResult:
-    """Journal every landing file not journaled yet, in one commit."""
+    """Journal every landing file not journaled yet, in one commit (a folder or s3://bucket/prefix)."""
     store = store or default_store()
     path = journal_path(lake)
-    files = landing_files(landing)
+    source = landings.Landing.of(landing)
+    files = [f.name for f in source.files()]
     base, done = 0, set()
     if store.exists(path):
         existing = store.read(spark, path)
@@ -74,7 +69,11 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
     new = [f for f in files if f not in done]
     if not new:
         return IngestResult([], len(files), 0, 0, 0, 0, None)
-    rows = normalize(_read_raw(spark, landing, new)).persist()
+    if isinstance(source, landings.LocalLanding):
+        raw = _read_raw(spark, source.root, new)
+    else:
+        raw = raw_from_lines(landings.read_lines(spark, landing, new))
+    rows = normalize(raw).persist()
     per_file = rows.groupBy("source").agg(
         F.max("source_line").alias("lines"),
         F.count("*").alias("rows"),
@@ -102,10 +101,8 @@ def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:
         text = spark.read.text([os.path.join(root, f) for f in by_format["json"]], wholetext=True)
         lines = text.select(rel.alias("source"), F.posexplode(F.split("value", "\n")).alias("pos", "line"))
         lines = lines.where(F.trim("line") != "")
-        parsed = F.from_json("line", RAW)
-        parts.append(lines.select(
-            "source", (F.col("pos") + 1).cast("long").alias("source_line"), "line",
-            *[parsed[f].alias(f) for f in FIELDS]))
+        parts.append(raw_from_lines(lines.select(
+            "source", (F.col("pos") + 1).cast("long").alias("source_line"), "line")))
     if "parquet" in by_format:
         pq = spark.read.parquet(*[os.path.join(root, f) for f in by_format["parquet"]])
         cols = set(pq.columns)

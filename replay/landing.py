@@ -1,0 +1,388 @@
+"""Landing stores (a local folder or `s3://bucket/prefix`) and the Spark data source that reads them.
+
+`Landing.of(uri)` lists landing files in name order and reads them; S3 goes through boto3, whose
+endpoint, region and credentials come from the environment or a profile (`AWS_ENDPOINT_URL`,
+`AWS_REGION` / `AWS_DEFAULT_REGION`, `AWS_PROFILE`, the usual credential chain), never from code.
+
+The data source `retrace_landing` (`register(spark)`) turns landing files into rows
+`(source, source_line, line)`: one row per non-blank JSON line (its 1-based number and raw text, broken
+lines included) or per Parquet row (its index + 1 and the row as JSON object text), so one parser
+(`journal.raw_from_lines`) handles both. Its streaming reader plans files in name order in bounded
+micro-batches (`maxFilesPerBatch`, `maxBytesPerBatch`), each end offset carrying its batch's file list,
+so a batch re-planned from Spark's offset log after a crash reads exactly the same files.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# Landing file suffixes and the reader each needs.
+FORMATS = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".parquet": "parquet"}
+NAME = "retrace_landing"
+SCHEMA = "source string, source_line long, line string"
+ARROW_SCHEMA = pa.schema([("source", pa.string()), ("source_line", pa.int64()), ("line", pa.string())])
+ROWS_PER_BATCH = 10_000  # Arrow batch size for Parquet rows turned into JSON text
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+
+
+@dataclass(frozen=True)
+class LandingFile:
+    name: str  # relative to the landing folder or prefix: the journal's `source`
+    size: int  # bytes
+
+
+def is_landing_file(name: str) -> bool:
+    """A data file (known suffix) that is not hidden or a writer's temporary (`.x`, `_x`)."""
+    base = name.rsplit("/", 1)[-1]
+    return os.path.splitext(base)[1] in FORMATS and not base.startswith((".", "_"))
+
+
+def is_s3(uri: str) -> bool:
+    return uri.startswith("s3://")
+
+
+class Landing:
+    """Where landing files are: `files()` in name order, `read(name)` their bytes."""
+
+    uri: str
+
+    @staticmethod
+    def of(uri: str) -> "Landing":
+        """A local folder (a path or `file://` URI) or an S3 prefix (`s3://bucket/prefix`)."""
+        if not isinstance(uri, str) or not uri:
+            raise ValueError(f"landing {uri!r} is empty; use a folder or s3://bucket/prefix")
+        if is_s3(uri):
+            return S3Landing(uri)
+        if uri.startswith("file://"):
+            return LocalLanding(uri[len("file://"):])
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*:/", uri):
+            raise ValueError(f"landing {uri!r} is not a local folder or an s3://bucket/prefix URI")
+        return LocalLanding(uri)
+
+    def files(self) -> list[LandingFile]:
+        raise NotImplementedError
+
+    def read(self, name: str) -> bytes:
+        raise NotImplementedError
+
+
+class LocalLanding(Landing):
+    def __init__(self, folder: str):
+        self.uri = folder
+        self.root = os.path.abspath(folder)
+
+    def files(self) -> list[LandingFile]:
+        if not os.path.isdir(self.root):
+            raise FileNotFoundError(f"landing folder {self.uri} does not exist")
+        found = []
+        for root, _, names in os.walk(self.root):
+            for name in names:
+                if is_landing_file(name):
+                    path = os.path.join(root, name)
+                    found.append(LandingFile(os.path.relpath(path, self.root), os.path.getsize(path)))
+        return sorted(found, key=lambda f: f.name)
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.root, name)
+
+    def read(self, name: str) -> bytes:
+        with open(self.path(name), "rb") as f:
+            return f.read()
+
+
+class S3Landing(Landing):
+    """Objects under `s3://bucket/prefix`; names are keys relative to the prefix."""
+
+    def __init__(self, uri: str):
+        bucket, _, prefix = uri[len("s3://"):].partition("/")
+        if not _BUCKET.match(bucket):
+            raise ValueError(f"landing {uri!r} is not an s3://bucket/prefix URI: bucket {bucket!r} is not a "
+                             "valid bucket name")
+        self.uri, self.bucket = uri, bucket
+        self.prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"
+        self._client = None
+
+    def __getstate__(self):  # the boto3 client is made again where the landing is unpickled
+        return {**self.__dict__, "_client": None}
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = s3_client()
+        return self._client
+
+    def files(self) -> list[LandingFile]:
+        found = []
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self.prefix)
+        try:
+            for page in pages:
+                for obj in page.get("Contents", []):
+                    name = obj["Key"][len(self.prefix):]
+                    if is_landing_file(name):
+                        found.append(LandingFile(name, int(obj["Size"])))
+        except Exception as e:  # noqa: BLE001 - botocore errors are raised by the paginator
+            raise self._error(e) from e
+        return sorted(found, key=lambda f: f.name)
+
+    def read(self, name: str) -> bytes:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self.prefix + name)["Body"].read()
+        except Exception as e:  # noqa: BLE001
+            raise self._error(e, name) from e
+
+    def _error(self, e: Exception, name: str | None = None) -> Exception:
+        code = getattr(e, "response", {}).get("Error", {}).get("Code", "")
+        where = f"{self.uri.rstrip('/')}/{name}" if name else self.uri
+        if code == "NoSuchBucket":
+            return FileNotFoundError(f"landing bucket {self.bucket!r} of {self.uri} does not exist")
+        if code in ("NoSuchKey", "404"):
+            return FileNotFoundError(f"landing object {where} does not exist")
+        if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+            return PermissionError(f"access to landing {where} denied ({code}); check AWS_PROFILE or the "
+                                   "AWS credentials in the environment")
+        return RuntimeError(f"cannot list or read landing {where}: {e}")
+
+
+def s3_client():
+    """A boto3 S3 client configured by the environment or profile only (endpoint, region, credentials)."""
+    import boto3
+
+    session = boto3.session.Session()  # AWS_PROFILE, AWS_DEFAULT_REGION, credentials chain
+    region = session.region_name or os.environ.get("AWS_REGION")
+    # botocore reads AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3 itself.
+    return session.client("s3", region_name=region)
+
+
+def lines(landing: Landing, name: str) -> Iterator[pa.RecordBatch]:
+    """The rows `(source, source_line, line)` of one landing file, as Arrow record batches."""
+    data = landing.read(name)
+    if FORMATS[os.path.splitext(name)[1]] == "json":
+        yield _json_lines(name, data)
+    else:
+        yield from _parquet_lines(name, data)
+
+
+def _json_lines(name: str, data: bytes) -> pa.RecordBatch:
+    """Every line but blank ones (only spaces), numbered from 1, with its raw text (broken or not)."""
+    text = pa.array(data.decode("utf-8", errors="replace").split("\n"), pa.string())
+    keep = pc.not_equal(pc.utf8_trim(text, " "), "")
+    numbers = pa.array(range(1, len(text) + 1), pa.int64()).filter(keep)
+    kept = text.filter(keep)
+    return pa.RecordBatch.from_arrays([pa.array([name] * len(kept), pa.string()), numbers, kept],
+                                      schema=ARROW_SCHEMA)
+
+
+def _parquet_lines(name: str, data: bytes) -> Iterator[pa.RecordBatch]:
+    """Each row as a compact JSON object (null fields left out, as Spark's to_json does), numbered from 1."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(io.BytesIO(data))
+    for start in range(0, max(table.num_rows, 1), ROWS_PER_BATCH):
+        rows = table.slice(start, ROWS_PER_BATCH).to_pylist()
+        if not rows:
+            return
+        text = [json.dumps({k: v for k, v in r.items() if v is not None}, separators=(",", ":"), default=str)
+                for r in rows]
+        yield pa.RecordBatch.from_arrays([
+            pa.array([name] * len(rows), pa.string()),
+            pa.array(range(start + 1, start + len(rows) + 1), pa.int64()),
+            pa.array(text, pa.string()),
+        ], schema=ARROW_SCHEMA)
+
+
+# --- the Spark data source ---------------------------------------------------------------------------
+
+from pyspark.sql.datasource import (  # noqa: E402
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (  # noqa: E402
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
+
+
+def _names_option(options, key: str) -> list[str] | None:
+    raw = options.get(key)
+    if raw is None:
+        return None
+    try:
+        names = json.loads(raw)
+    except json.JSONDecodeError:
+        names = None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"option {key}: {raw!r} is not a JSON list of file names")
+    return names
+
+
+def _positive_option(options, key: str) -> int | None:
+    raw = options.get(key)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"option {key}: {raw!r} is not a positive integer")
+    return value
+
+
+def _landing_option(options) -> Landing:
+    uri = options.get("landing")
+    if not uri:
+        raise ValueError("option landing is missing; set it to a folder or s3://bucket/prefix")
+    return Landing.of(uri)
+
+
+class LandingDataSource(DataSource):
+    """Landing files as `(source, source_line, line)` rows; see the module docstring for the options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema) -> "BatchReader":
+        return BatchReader(self.options)
+
+    def streamReader(self, schema) -> "StreamReader":
+        return StreamReader(self.options)
+
+
+class BatchReader(DataSourceReader):
+    """One partition per file: the `files` option (exactly those), else every file not in `exclude`."""
+
+    def __init__(self, options):
+        self.landing = _landing_option(options)
+        self.files = _names_option(options, "files")
+        self.exclude = set(_names_option(options, "exclude") or [])
+
+    def partitions(self) -> list[InputPartition]:
+        names = self.files if self.files is not None else [f.name for f in self.landing.files()]
+        return [InputPartition(n) for n in sorted(names) if n not in self.exclude]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return lines(self.landing, partition.value)
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Files in name order, bounded micro-batches, each offset `{"batch": n, "files": [...]}`.
+
+    A file is never planned twice: planned = `exclude` + the files of every offset this reader has seen
+    up to the start offset. After a restart the reader knows only the start offset's files, so the
+    caller passes the files it has already consumed (e.g. journaled sources) as `exclude`.
+    """
+
+    def __init__(self, options):
+        self.landing = _landing_option(options)
+        self.exclude = frozenset(_names_option(options, "exclude") or [])
+        self.max_files = _positive_option(options, "maxFilesPerBatch")
+        self.max_bytes = _positive_option(options, "maxBytesPerBatch")
+        self.seen: dict[int, list[str]] = {}
+        self.target: frozenset[str] | None = None  # the files of an availableNow run
+
+    def initialOffset(self) -> dict:
+        return {"batch": -1, "files": []}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.max_files is not None:
+            return ReadMaxFiles(self.max_files)
+        if self.max_bytes is not None:
+            return ReadMaxBytes(self.max_bytes)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = frozenset(f.name for f in self.landing.files())
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        self._remember(start)
+        planned = set(self.exclude)
+        for batch, names in self.seen.items():
+            if batch <= start["batch"]:
+                planned.update(names)
+        todo = [f for f in self.landing.files()
+                if f.name not in planned and (self.target is None or f.name in self.target)]
+        if not todo:
+            return start
+        max_files, max_bytes = self._bounds(limit)
+        take, size = [], 0
+        for f in todo:
+            if take and ((max_files is not None and len(take) >= max_files)
+                         or (max_bytes is not None and size + f.size > max_bytes)):
+                break
+            take.append(f.name)
+            size += f.size
+        return {"batch": start["batch"] + 1, "files": take}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        self._remember(start)
+        self._remember(end)
+        if end["batch"] == start["batch"]:
+            return []
+        if end["batch"] != start["batch"] + 1:
+            raise ValueError(f"offsets {start} -> {end} span more than one batch; each end offset "
+                             "holds only its own batch's files")
+        return [InputPartition(n) for n in end["files"]]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return lines(self.landing, partition.value)
+
+    def commit(self, end: dict) -> None:
+        self._remember(end)
+
+    def _remember(self, offset: dict) -> None:
+        if offset["files"]:
+            self.seen[offset["batch"]] = list(offset["files"])
+
+    def _bounds(self, limit: ReadLimit) -> tuple[int | None, int | None]:
+        """The engine's limit wins (ReadAllAvailable means no bound); the other option still applies."""
+        if isinstance(limit, ReadAllAvailable):
+            return None, None
+        if isinstance(limit, ReadMaxFiles):
+            return limit.max_files, self.max_bytes
+        if isinstance(limit, ReadMaxBytes):
+            return self.max_files, limit.max_bytes
+        return self.max_files, self.max_bytes
+
+
+def register(spark) -> None:
+    """Register `retrace_landing` with this session, once per set of AWS_* settings.
+
+    Spark's Python workers were started with the environment the JVM had at start-up, so the driver's
+    current AWS_* variables (endpoint, region, profile, credentials) are handed to them with the data
+    source, the way `spark.executorEnv.*` would: workers reach S3 as the driver does.
+    """
+    aws = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+    key = json.dumps(aws, sort_keys=True)
+    if getattr(spark, "_retrace_landing_env", None) == key:
+        return
+    sc = spark.sparkContext
+    saved = dict(sc.environment)
+    sc.environment.update(aws)
+    try:
+        spark.dataSource.register(LandingDataSource)
+    finally:
+        sc.environment.clear()
+        sc.environment.update(saved)
+    spark._retrace_landing_env = key
+
+
+def read_lines(spark, landing: str, files: list[str]):
+    """A batch DataFrame `(source, source_line, line)` of exactly these landing files."""
+    register(spark)
+    return spark.read.format(NAME).option("landing", landing).option("files", json.dumps(files)).load()
