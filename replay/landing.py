@@ -22,6 +22,19 @@ from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
 
 # Landing file suffixes and the reader each needs.
 FORMATS = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".parquet": "parquet"}
@@ -184,10 +197,8 @@ def _parquet_lines(name: str, data: bytes) -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq
 
     table = pq.read_table(io.BytesIO(data))
-    for start in range(0, max(table.num_rows, 1), ROWS_PER_BATCH):
+    for start in range(0, table.num_rows, ROWS_PER_BATCH):
         rows = table.slice(start, ROWS_PER_BATCH).to_pylist()
-        if not rows:
-            return
         text = [json.dumps({k: v for k, v in r.items() if v is not None}, separators=(",", ":"), default=str)
                 for r in rows]
         yield pa.RecordBatch.from_arrays([
@@ -198,20 +209,6 @@ def _parquet_lines(name: str, data: bytes) -> Iterator[pa.RecordBatch]:
 
 
 # --- the Spark data source ---------------------------------------------------------------------------
-
-from pyspark.sql.datasource import (  # noqa: E402
-    DataSource,
-    DataSourceReader,
-    DataSourceStreamReader,
-    InputPartition,
-)
-from pyspark.sql.streaming.datasource import (  # noqa: E402
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxBytes,
-    ReadMaxFiles,
-    SupportsTriggerAvailableNow,
-)
 
 
 def _names_option(options, key: str) -> list[str] | None:
