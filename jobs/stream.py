@@ -16,7 +16,7 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -87,6 +87,8 @@ class LiveJob:
         self.source_partitions = journal.declare_partitions(self.spark, self.lake, self.partitions, self.store)
         self._policy_json = json.dumps(self.policy.to_dict(), sort_keys=True)
         self.cp = self._load()
+        self.caught_up = False  # the journal has no rows past the checkpoint (checked once, then kept so)
+        self.sources: set[str] | None = None  # landing files journaled (for the lag report), loaded lazily
 
     def _load(self) -> Checkpoint:
         cp = checkpoints.load(self.spark, self.lake, self.target, self.store, policy=self._policy_json)
@@ -98,7 +100,7 @@ class LiveJob:
         """foreachBatch: journal the batch's landing lines, then decide and commit them."""
         began = time.perf_counter()
         files = sorted(r["source"] for r in lines.select("source").distinct().collect())
-        tail = self._tail()
+        tail = None if self.caught_up else self._tail()
         if tail is not None:
             pending, rows = tail
             if set(files) <= pending:  # a retried batch that an earlier attempt journaled
@@ -108,9 +110,13 @@ class LiveJob:
                 raise RuntimeError(f"landing files {sorted(pending & set(files))} are half journaled")
             self._decide(rows, len(pending), began)  # finish what a crashed run journaled, then go on
             began = time.perf_counter()
+        self.caught_up = True
         if not files:
             return
-        self._decide(self._append(lines, files), len(files), began)
+        rows = self._append(lines, files)
+        if self.sources is not None:
+            self.sources |= set(files)
+        self._decide(rows, len(files), began)
 
     def _tail(self) -> tuple[set[str], DataFrame] | None:
         """Journal rows after the checkpoint (journaled by a run that crashed before deciding them)."""
@@ -186,9 +192,21 @@ class LiveJob:
                          self.store)
         _crash_point("checkpoint")
         out.unpersist()
-        self.cp = self._load()  # read back: the next batch starts from what was committed
+        self.cp = self._committed(Checkpoint(batch, state, source, self._policy_json))
         self.reports.append(self._report(batch, files, span, rows, began))
         print(self.reports[-1].line(), file=sys.stderr, flush=True)
+
+    def _committed(self, cp: Checkpoint) -> Checkpoint:
+        """The checkpoint as committed: its open windows and keys read back (this cuts the lineage)."""
+        def read(table: str, present: bool):
+            if not present:
+                return None
+            df = self.store.read(self.spark, output_path(self.lake, self.target, table))
+            return df.where(F.col("batch") == cp.batch).drop("batch")
+
+        state = replace(cp.state, windows=read("checkpoint_windows", cp.state.windows is not None),
+                        keys=read("checkpoint_keys", cp.state.keys is not None))
+        return replace(cp, state=state)
 
     def _source_after(self, rows: DataFrame) -> dict[int, SourcePartition]:
         """Last arrival, offset and seen-at time per partition, after `rows` (its clock rows name the
@@ -211,8 +229,9 @@ class LiveJob:
         delay = (latest - min(owm)) / 1e6 if owm and latest is not None else None
         waiting = None
         if self.landing is not None:
-            done = journal.journaled_sources(self.spark, self.lake, self.store)
-            waiting = sum(1 for f in self.landing.files() if f.name not in done)
+            if self.sources is None:
+                self.sources = journal.journaled_sources(self.spark, self.lake, self.store)
+            waiting = sum(1 for f in self.landing.files() if f.name not in self.sources)
         return BatchReport(batch, files, span["n"], span["clocks"], span["lo"], span["hi"], delay, waiting,
                            time.perf_counter() - began)
 

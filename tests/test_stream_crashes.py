@@ -51,7 +51,7 @@ def crashed_lake(tmp_path_factory):
     """A landing stream journaled by a live job that was killed at every crash point and at random times."""
     base = tmp_path_factory.mktemp("crashes")
     landing, lake = str(base / "landing"), str(base / "lake")
-    generate(landing, 4000, partitions=4, keys=20, files=24, seed=3, rate=20.0)
+    generate(landing, 2000, partitions=4, keys=20, files=12, seed=3, rate=20.0)
     policy_file = str(base / "policy.yaml")
     with open(policy_file, "w") as f:
         import yaml
