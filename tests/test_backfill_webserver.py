@@ -1,108 +1,38 @@
 """A partition-range backfill launched through the real webserver's GraphQL API runs, via the real daemon,
 as a single run that replays that range, and writes what `replay run --from --to` writes for it.
 
-One webserver + daemon for the module, on a temp DAGSTER_HOME and a temp lake (3000 generated events over
-~2h20 of arrivals, ingested before the servers start).
+The webserver, daemon, lake and backfill are the session fixtures of tests/dagster_fixtures.py.
 """
 from __future__ import annotations
 
-import os
-import time
-
-import pytest
-
-from replay.generate import generate
 from replay.hashing import table_digest
-from replay.journal import ingest
 from replay.policy import Policy
 from replay.runner import output_path, run
 from replay.store import default_store
-from tests.dagster_server import ROOT, dagster_server
-
-POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")
-OUTPUT_KEYS = ("decisions", "windows", "dead_letters", "watermarks", "metrics")
-FIRST, LAST = "2024-01-01-00:00", "2024-01-01-01:00"  # partition keys; the range covers [00:00, 02:00)
-FROM, TO = "2024-01-01T00:00:00Z", "2024-01-01T02:00:00Z"
-DONE = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
-
-LAUNCH = """
-mutation Launch($params: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $params) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on PythonError { message stack }
-  }
-}
-"""
-BACKFILL = """
-query Backfill($id: String!) {
-  partitionBackfillOrError(backfillId: $id) {
-    __typename
-    ... on PartitionBackfill {
-      status numPartitions isAssetBackfill
-      runs { runId status tags { key value } }
-      error { message }
-    }
-    ... on PythonError { message }
-  }
-}
-"""
-PARTITION_STATS = """
-query Stats($key: AssetKeyInput!) {
-  assetNodeOrError(assetKey: $key) { ... on AssetNode { partitionStats { numMaterialized numFailed } } }
-}
-"""
+from tests.dagster_fixtures import FIRST, FROM, LAST, OUTPUT_KEYS, PARTITION_STATS, POLICY_FILE, TO
 
 
-@pytest.fixture(scope="module")
-def stack(spark, tmp_path_factory):
-    work = tmp_path_factory.mktemp("backfill")
-    landing, lake = str(work / "landing"), str(work / "lake")
-    generate(landing, 3000, partitions=3, keys=30, files=6, seed=7, rate=0.35)
-    ingest(spark, landing, lake)
-    env = {"RETRACE_LAKE": lake, "RETRACE_LANDING": landing, "RETRACE_POLICY": POLICY_FILE}
-    with dagster_server(str(work), env, daemon=True) as server:
-        yield {"server": server, "lake": lake}
+def test_the_backfill_succeeds(dagster_stack, range_backfill):
+    assert range_backfill["status"] in ("COMPLETED_SUCCESS", "COMPLETED"), \
+        f"{range_backfill}\n{dagster_stack['server'].log_tail()}"
+    assert range_backfill["isAssetBackfill"] and range_backfill["numPartitions"] == 2
 
 
-@pytest.fixture(scope="module")
-def backfill(stack):
-    server = stack["server"]
-    params = {"partitionsByAssets": [
-        {"assetKey": {"path": [key]}, "partitions": {"range": {"start": FIRST, "end": LAST}}} for key in OUTPUT_KEYS]}
-    launched = server.graphql(LAUNCH, {"params": params})["launchPartitionBackfill"]
-    assert launched["__typename"] == "LaunchBackfillSuccess", launched
-    backfill_id = launched["backfillId"]
-    deadline = time.monotonic() + 480
-    while time.monotonic() < deadline:
-        state = server.graphql(BACKFILL, {"id": backfill_id})["partitionBackfillOrError"]
-        assert state["__typename"] == "PartitionBackfill", state
-        if state["status"] in DONE:
-            return state
-        time.sleep(3)
-    pytest.fail(f"backfill {backfill_id} not done after 480 s: {state}\n{server.log_tail()}")
-
-
-def test_the_backfill_succeeds(stack, backfill):
-    assert backfill["status"] in ("COMPLETED_SUCCESS", "COMPLETED"), f"{backfill}\n{stack['server'].log_tail()}"
-    assert backfill["isAssetBackfill"] and backfill["numPartitions"] == 2
-
-
-def test_a_range_backfill_is_one_run_over_the_whole_range(backfill):
-    [run] = backfill["runs"]
-    assert run["status"] == "SUCCESS"
-    tags = {t["key"]: t["value"] for t in run["tags"]}
+def test_a_range_backfill_is_one_run_over_the_whole_range(range_backfill):
+    [only] = range_backfill["runs"]
+    assert only["status"] == "SUCCESS"
+    tags = {t["key"]: t["value"] for t in only["tags"]}
     assert (tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"]) == (FIRST, LAST)
 
 
-def test_every_output_asset_has_both_partitions_materialized(stack, backfill):
+def test_every_output_asset_has_both_partitions_materialized(dagster_stack, range_backfill):
     for key in OUTPUT_KEYS:
-        node = stack["server"].graphql(PARTITION_STATS, {"key": {"path": [key]}})["assetNodeOrError"]
+        node = dagster_stack["server"].graphql(PARTITION_STATS, {"key": {"path": [key]}})["assetNodeOrError"]
         assert node["partitionStats"] == {"numMaterialized": 2, "numFailed": 0}, key
 
 
-def test_the_backfill_writes_what_replay_run_writes_over_the_same_range(spark, stack, backfill):
-    lake = stack["lake"]
+def test_the_backfill_writes_what_replay_run_writes_over_the_same_range(spark, dagster_stack, range_backfill):
+    lake = dagster_stack["lake"]
     # what `replay run --from FROM --to TO --target expected` runs, in this process's Spark session
     run(spark, lake, Policy.from_yaml(POLICY_FILE), target="expected", start=FROM, end=TO)
     store = default_store()
