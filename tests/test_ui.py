@@ -16,7 +16,7 @@ CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 ARTIFACTS = os.path.join(ROOT, "tests", "artifacts")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1600,1000")
+         "--disable-dev-shm-usage", "--window-size=1600,1300")
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,8 @@ def browser(tmp_path_factory):
 
 
 def _open(driver, url: str, texts: list[str], timeout: float = 90) -> str:
-    """Load the page, dismiss the first-visit community dialog, wait until every text is on the page."""
+    """Load the page, dismiss the first-visit community dialog, wait until every text is on the page and
+    nothing is loading."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -47,7 +48,7 @@ def _open(driver, url: str, texts: list[str], timeout: float = 90) -> str:
 
     def ready(d):
         body = d.find_element(By.TAG_NAME, "body").text
-        return body if all(t in body for t in texts) else False
+        return body if all(t in body for t in texts) and "Loading..." not in body else False
 
     try:
         WebDriverWait(driver, timeout, poll_frequency=0.5).until(ready)
