@@ -1,7 +1,6 @@
 """The replay's output tables as one multi-asset: a partition range is one `replay.runner.run` over its
 arrival-time window, so a backfill of a range (single-run policy) is one Spark run that replays it."""
 
-import json
 from datetime import timezone
 from typing import Any
 
