@@ -1,17 +1,29 @@
 #!/usr/bin/env bash
 # README command 1: set up a fresh machine and run the main job on embedded defaults.
 #   - Java 17 (installed with apt-get where it is missing), Python 3.11
+#   - Debian's chromium and chromium-driver (apt-get, where missing): the UI tests drive the Dagster UI headless
 #   - .venv at the repo root with the pinned dependencies (infra/constraints.txt) and `replay`
 #   - then `replay demo`: generate a sample stream, ingest it, replay it, print a summary
 # `--no-demo` stops after the installation (the test command uses it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+apt_updated=""
+apt_install() {
+  [ -n "$apt_updated" ] || { $sudo_cmd apt-get update -q; apt_updated=1; }
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q "$@"
+}
+
 need_java() { ! java -version 2>&1 | grep -q 'version "17'; }
 if need_java; then
   echo "setup: installing OpenJDK 17" >&2
-  sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -q && $sudo_cmd apt-get install -y -q openjdk-17-jre-headless
+  apt_install openjdk-17-jre-headless
+fi
+
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  echo "setup: installing Debian's chromium and chromium-driver (headless UI tests)" >&2
+  apt_install chromium chromium-driver
 fi
 
 python=$(command -v python3.11 || command -v python3)

@@ -1,7 +1,28 @@
-"""The Dagster code location of Retrace: one `Definitions` (assets, checks, schedules and sensors
-arrive with the orchestration issue; the replay itself is `replay.runner.run`)."""
+"""The Dagster code location of Retrace: one `Definitions` (`workspace.yaml` loads this file).
+
+Assets replay arrival hours (backfill a range from the asset graph: one Spark run per range); the live
+job runs on new landing data; the recovery schedule verifies and repairs the last day; the data-quality
+checks and alert sensors come from `assets.checks` and `orchestration.alerting`.
+"""
 from __future__ import annotations
 
 import dagster as dg
 
-defs = dg.Definitions()
+from assets.checks import CHECKS
+from assets.journal import journal
+from assets.outputs import replay_outputs
+from orchestration.alerting import RESOURCES, SENSORS
+from orchestration.live import landing_sensor, live_job
+from orchestration.recovery import recovery_job, recovery_schedule
+from orchestration.resources import RetraceResource
+
+defs = dg.Definitions(
+    assets=[journal, replay_outputs],
+    asset_checks=CHECKS,
+    jobs=[live_job, recovery_job],
+    schedules=[recovery_schedule],
+    sensors=[landing_sensor, *SENSORS],
+    resources={"retrace": RetraceResource.from_env(), **RESOURCES},
+    # one Spark session per run: steps run in the run's process, not one process (and JVM) per step
+    executor=dg.in_process_executor,
+)

@@ -8,6 +8,8 @@ import dagster as dg
 from jobs.demo import DEFAULT_POLICY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = {"lake": "RETRACE_LAKE", "landing": "RETRACE_LANDING", "policy_file": "RETRACE_POLICY",
+       "spark_conf_file": "RETRACE_SPARK_CONF"}
 
 
 class RetraceResource(dg.ConfigurableResource):
@@ -16,11 +18,19 @@ class RetraceResource(dg.ConfigurableResource):
     lake: str = os.path.join(ROOT, ".retrace", "lake")
     landing: str = os.path.join(ROOT, ".retrace", "landing")
     policy_file: str = DEFAULT_POLICY
+    spark_conf_file: str = ""  # a spark-defaults style file (e.g. infra/spark/cluster.conf); empty = local
+
+    @classmethod
+    def from_env(cls, environ=None) -> "RetraceResource":
+        """The defaults, overridden by RETRACE_LAKE, RETRACE_LANDING, RETRACE_POLICY, RETRACE_SPARK_CONF
+        (read when the code location loads, so a test or a deployment points it at its own folders)."""
+        environ = os.environ if environ is None else environ
+        return cls(**{field: environ[var] for field, var in ENV.items() if environ.get(var)})
 
     def spark(self):
         from replay.spark import get_spark
 
-        return get_spark("retrace-dagster")
+        return get_spark("retrace-dagster", conf=spark_conf(self.spark_conf_file) if self.spark_conf_file else None)
 
     def policy(self, override: dict | None = None):
         """The production policy, or a what-if policy: the file's fields updated with `override`."""
@@ -28,3 +38,18 @@ class RetraceResource(dg.ConfigurableResource):
 
         base = Policy.from_yaml(self.policy_file)
         return base if not override else Policy.from_dict({**base.to_dict(), **override})
+
+
+def spark_conf(path: str) -> dict[str, str]:
+    """`key value` lines of a spark-defaults style file (# comments); `spark.master` also sets the master."""
+    conf = {}
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            parts = line.split(None, 1)
+            if len(parts) != 2:
+                raise ValueError(f"{path}:{n}: {line!r} is not 'key value'")
+            conf[parts[0]] = parts[1].strip()
+    return conf

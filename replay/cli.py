@@ -1,4 +1,4 @@
-"""The `replay` command: generate, ingest, run, hash (and the demo that `infra/setup.sh` runs)."""
+"""The `replay` command: generate, ingest, run, hash, verify (and the demo that `infra/setup.sh` runs)."""
 from __future__ import annotations
 
 import argparse
@@ -69,6 +69,22 @@ def cmd_hash(a) -> int:
     return 0
 
 
+def cmd_verify(a) -> int:
+    from replay.durations import parse_instant
+    from replay.policy import Policy
+    from replay.runner import check_target
+    from replay.verify import verify
+
+    policy = Policy.from_yaml(a.policy)  # bad input fails here, before Spark starts
+    check_target(a.target)
+    start, end = (None if b is None else parse_instant(b, n) for b, n in ((a.start, "--from"), (a.end, "--to")))
+    if start is not None and end is not None and start >= end:
+        raise ValueError(f"--from {a.start} must be before --to {a.end}")
+    report = verify(_spark(), a.lake, policy, start=a.start, end=a.end, target=a.target)
+    print(json.dumps(report.to_dict(), indent=2) if a.json else report.text())
+    return 0 if report.identical else 1
+
+
 def cmd_demo(a) -> int:
     from jobs.demo import run_demo
 
@@ -117,6 +133,15 @@ def parser() -> argparse.ArgumentParser:
     h.add_argument("--lake", required=True)
     h.add_argument("--target", default="production")
     h.set_defaults(fn=cmd_hash)
+    v = sub.add_parser("verify", help="replay a range into a scratch target and compare it with a target "
+                                      "(exit 0 identical, 1 different, 2 bad input)")
+    v.add_argument("--lake", required=True)
+    v.add_argument("--policy", required=True, help="policy YAML the target was produced with")
+    v.add_argument("--from", dest="start", help="ISO arrival time; verify rows arriving from here on")
+    v.add_argument("--to", dest="end", help="ISO arrival time; verify rows arriving before this")
+    v.add_argument("--target", default="production")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.set_defaults(fn=cmd_verify)
     d = sub.add_parser("demo", help="generate, ingest, replay and summarize on embedded defaults")
     d.add_argument("--work", default=".retrace")
     d.add_argument("--events", type=int, default=200_000)

@@ -17,3 +17,6 @@ def spark():
 @pytest.fixture
 def lake(tmp_path):
     return str(tmp_path / "lake")
+
+
+from tests.dagster_fixtures import dagster_stack, range_backfill  # noqa: E402,F401  (webserver tests share them)

@@ -1,0 +1,63 @@
+"""The live job's micro-batches as a Dagster job, and the sensor that runs it when landing data arrives."""
+
+import os
+
+import dagster as dg
+
+from orchestration.resources import RetraceResource
+
+IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+             dg.DagsterRunStatus.STARTED]
+
+
+@dg.op(description="Run the streaming job's micro-batches until the landing folder is drained.")
+def live_micro_batches(context: dg.OpExecutionContext, retrace: RetraceResource):
+    from jobs.stream import run_stream  # the live job; imported lazily so the code location loads without Spark
+
+    result = run_stream(retrace.spark(), retrace.landing, retrace.lake, retrace.policy(), max_batches=None,
+                        until_idle=True, clock="system")
+    summary = result if isinstance(result, dict) else getattr(result, "__dict__", {"result": repr(result)})
+    yield dg.Output(None, metadata={"summary": dg.MetadataValue.json(_plain(summary))})
+
+
+def _plain(value):
+    """JSON-safe copy of a summary (numbers, strings, lists, dicts; anything else as its repr)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value if isinstance(value, (int, float, str, bool)) or value is None else repr(value)
+
+
+@dg.job(name="live", description="Micro-batches of the live streaming job over new landing data.",
+        tags={"retrace/kind": "live"})
+def live_job():
+    live_micro_batches()
+
+
+def landing_signature(landing: str) -> str | None:
+    """What the landing folder holds, cheaply: file count, last name, newest modification time."""
+    from replay.journal import landing_files
+
+    if not os.path.isdir(landing):
+        return None
+    files = landing_files(landing)
+    if not files:
+        return None
+    newest = max(os.path.getmtime(os.path.join(landing, f)) for f in files)
+    return f"{len(files)}:{files[-1]}:{newest:.3f}"
+
+
+@dg.sensor(job=live_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.STOPPED,
+           description="Runs the live job when the landing folder changes (one run at a time).")
+def landing_sensor(context: dg.SensorEvaluationContext, retrace: RetraceResource):
+    signature = landing_signature(retrace.landing)
+    if signature is None:
+        return dg.SkipReason(f"no landing files in {retrace.landing}")
+    if signature == context.cursor:
+        return dg.SkipReason("no new landing data")
+    running = context.instance.get_run_records(dg.RunsFilter(job_name="live", statuses=IN_FLIGHT), limit=1)
+    if running:
+        return dg.SkipReason(f"live run {running[0].dagster_run.run_id} is still in flight")
+    context.update_cursor(signature)
+    return dg.RunRequest(run_key=f"landing-{signature}")

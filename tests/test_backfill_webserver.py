@@ -1,0 +1,46 @@
+"""A partition-range backfill launched through the real webserver's GraphQL API runs, via the real daemon,
+as a single run that replays that range, and writes what `replay run --from --to` writes for it.
+
+The webserver, daemon, lake and backfill are the session fixtures of tests/dagster_fixtures.py.
+"""
+from __future__ import annotations
+
+from replay.hashing import table_digest
+from replay.policy import Policy
+from replay.runner import output_path, run
+from replay.store import default_store
+from tests.dagster_fixtures import FIRST, FROM, LAST, OUTPUT_KEYS, PARTITION_STATS, POLICY_FILE, TO
+
+
+def test_the_backfill_succeeds(dagster_stack, range_backfill):
+    assert range_backfill["status"] in ("COMPLETED_SUCCESS", "COMPLETED"), \
+        f"{range_backfill}\n{dagster_stack['server'].log_tail()}"
+    assert range_backfill["isAssetBackfill"] and range_backfill["numPartitions"] == 2
+
+
+def test_a_range_backfill_is_one_run_over_the_whole_range(range_backfill):
+    [only] = range_backfill["runs"]
+    assert only["status"] == "SUCCESS"
+    tags = {t["key"]: t["value"] for t in only["tags"]}
+    assert (tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"]) == (FIRST, LAST)
+
+
+def test_every_output_asset_has_both_partitions_materialized(dagster_stack, range_backfill):
+    for key in OUTPUT_KEYS:
+        node = dagster_stack["server"].graphql(PARTITION_STATS, {"key": {"path": [key]}})["assetNodeOrError"]
+        assert node["partitionStats"] == {"numMaterialized": 2, "numFailed": 0}, key
+
+
+def test_the_backfill_writes_what_replay_run_writes_over_the_same_range(spark, dagster_stack, range_backfill):
+    lake = dagster_stack["lake"]
+    # what `replay run --from FROM --to TO --target expected` runs, in this process's Spark session
+    run(spark, lake, Policy.from_yaml(POLICY_FILE), target="expected", start=FROM, end=TO)
+    store = default_store()
+    for table in ("decisions", "windows", "dead_letters", "watermarks"):
+        backfilled = store.read(spark, output_path(lake, "production", table))
+        expected = store.read(spark, output_path(lake, "expected", table))
+        rows, _ = table_digest(expected)
+        assert rows > 0 or table == "dead_letters", table
+        assert table_digest(backfilled) == table_digest(expected), table
+    late = store.read(spark, output_path(lake, "production", "decisions")).where(f"arrival_time >= '{TO}'")
+    assert late.count() == 0, "the range ends at 02:00"

@@ -1,0 +1,120 @@
+"""The code location: `dagster definitions validate` accepts it, and it holds the assets, partitions, backfill
+policy, checks, jobs, schedules, sensors and resources that Retrace's users see in the UI."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import dagster as dg
+import yaml
+
+from assets.checks import CHECKS
+from assets.partitions import HOURLY
+from orchestration.alerting import RESOURCES, SENSORS
+from orchestration.definitions import defs
+from orchestration.resources import RetraceResource, spark_conf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ASSETS = {"journal", "decisions", "windows", "dead_letters", "watermarks", "metrics"}
+OUTPUTS = ASSETS - {"journal"}
+
+
+def _graph():
+    return defs.resolve_asset_graph()
+
+
+def test_validate_command_accepts_the_workspace(tmp_path):
+    r = subprocess.run([os.path.join(sys.prefix, "bin", "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
+                       cwd=ROOT, env={**os.environ, "DAGSTER_HOME": str(tmp_path)}, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "Validation successful for code location" in r.stdout + r.stderr
+
+
+def test_workspace_loads_the_definitions_file():
+    with open(os.path.join(ROOT, "workspace.yaml")) as f:
+        workspace = yaml.safe_load(f)
+    assert workspace == {"load_from": [{"python_file": {"relative_path": "orchestration/definitions.py",
+                                                        "working_directory": "."}}]}
+
+
+def test_the_assets_are_journal_and_the_five_outputs():
+    keys = {k.to_user_string() for k in _graph().get_all_asset_keys()}
+    assert keys == ASSETS
+
+
+def test_every_asset_is_hourly_by_arrival_with_a_single_run_backfill_policy():
+    graph = _graph()
+    for key in ASSETS:
+        node = graph.get(dg.AssetKey(key))
+        assert node.partitions_def == HOURLY, key
+        assert node.backfill_policy == dg.BackfillPolicy.single_run(), key
+    assert HOURLY.timezone == "UTC" and HOURLY.start.isoformat().startswith("2024-01-01T00:00:00")
+
+
+def test_the_outputs_are_one_multi_asset_downstream_of_the_journal():
+    graph = _graph()
+    for key in OUTPUTS:
+        node = graph.get(dg.AssetKey(key))
+        assert node.parent_keys == {dg.AssetKey("journal")}, key
+        assert node.assets_def.node_def.name == "replay_outputs", key
+        assert not node.assets_def.can_subset
+
+
+def test_the_checks_are_those_of_assets_checks_on_retrace_assets():
+    keys = set(_graph().asset_check_keys)
+    expected = {k for c in CHECKS for k in c.check_keys}
+    assert keys == expected
+    assert {k.asset_key.to_user_string() for k in keys} <= ASSETS
+
+
+def test_jobs_schedules_and_sensors():
+    repo = defs.get_repository_def()
+    assert {"live", "recovery"} <= {j.name for j in repo.get_all_jobs()}
+    assert {s.name: s.job_name for s in repo.schedule_defs} == {"recovery_schedule": "recovery"}
+    sensors = {s.name for s in repo.sensor_defs}
+    assert sensors == {"landing_sensor", *(s.name for s in SENSORS)}
+    assert repo.get_sensor_def("landing_sensor").job_name == "live"
+    schedule = repo.get_schedule_def("recovery_schedule")
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+
+
+def test_resources_are_retrace_and_the_alert_resources():
+    resources = defs.resources or {}
+    assert set(resources) == {"retrace", *RESOURCES}
+    assert isinstance(resources["retrace"], RetraceResource)
+
+
+def test_the_resource_takes_its_folders_from_the_environment():
+    r = RetraceResource.from_env({"RETRACE_LAKE": "/data/lake", "RETRACE_LANDING": "/data/landing",
+                                  "RETRACE_POLICY": "/etc/retrace/policy.yaml"})
+    assert (r.lake, r.landing, r.policy_file) == ("/data/lake", "/data/landing", "/etc/retrace/policy.yaml")
+    default = RetraceResource.from_env({})
+    assert default.lake == os.path.join(ROOT, ".retrace", "lake")
+
+
+def test_a_policy_override_replaces_only_its_fields():
+    r = RetraceResource(policy_file=os.path.join(ROOT, "infra", "policies", "production.yaml"))
+    base, what_if = r.policy(), r.policy({"late_arrival_tolerance": "30s"})
+    assert what_if.to_dict() == {**base.to_dict(), "late_arrival_tolerance": what_if.to_dict()["late_arrival_tolerance"]}
+    assert what_if.to_dict()["late_arrival_tolerance"] != base.to_dict()["late_arrival_tolerance"]
+
+
+def test_the_cluster_spark_settings_parse():
+    conf = spark_conf(os.path.join(ROOT, "infra", "spark", "cluster.conf"))
+    assert conf["spark.master"].startswith("spark://")
+    assert conf["spark.sql.shuffle.partitions"] == "64"
+
+
+def test_the_instance_files_are_valid_dagster_instance_config(monkeypatch):
+    from dagster._core.instance.config import dagster_instance_config
+
+    for var in ("DAGSTER_PG_HOST", "DAGSTER_PG_DB", "DAGSTER_PG_USERNAME", "DAGSTER_PG_PASSWORD"):
+        monkeypatch.setenv(var, "x")
+    monkeypatch.setenv("DAGSTER_PG_PORT", "5432")
+    monkeypatch.setenv("DAGSTER_COMPUTE_LOG_DIR", "/tmp/dagster-logs")
+    production, _ = dagster_instance_config(os.path.join(ROOT, "infra"), "dagster.yaml")
+    assert "postgres" in production["storage"]
+    local, _ = dagster_instance_config(os.path.join(ROOT, "infra"), "dagster.local.yaml")
+    assert "storage" not in local  # SQLite under DAGSTER_HOME
