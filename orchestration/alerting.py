@@ -60,13 +60,30 @@ def check_alert(evaluation, tags: dict, run_id: str | None) -> Alert:
                  severity=evaluation.severity.value, message=message, numbers=_numbers(metadata), run_id=run_id)
 
 
-def run_alert(run: dg.DagsterRun, failure_message: str, failed_steps: list[str]) -> Alert:
+def run_alert(run: dg.DagsterRun, assets: list[str], failure_message: str, failed_steps: list[str]) -> Alert:
     """The alert for a failed run: the assets it was materializing (or its job), its partition."""
-    assets = sorted(k.to_user_string() for k in (run.asset_selection or ()))
-    checks = sorted(f"{k.asset_key.to_user_string()}:{k.name}" for k in (run.asset_check_selection or ()))
-    return Alert(asset=", ".join(assets or checks) or run.job_name, partition=partition_label(run.tags), check=None,
+    return Alert(asset=", ".join(assets) or run.job_name, partition=partition_label(run.tags), check=None,
                  severity="ERROR", message=failure_message or "run failed",
                  numbers={"failed_steps": len(failed_steps)}, run_id=run.run_id)
+
+
+def planned_assets(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[str]:
+    """The assets (or, in a run of checks alone, the checked assets) a run was going to materialize."""
+    keys = set(run.asset_selection or ())
+    if not keys:
+        for record in instance.get_records_for_run(
+                run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED).records:
+            keys.add(record.event_log_entry.dagster_event.asset_key)
+    if not keys:
+        keys = {k.asset_key for k in (run.asset_check_selection or ())}
+    return sorted(k.to_user_string() for k in keys)
+
+
+def _root_message(error) -> str:
+    """The innermost cause of a step error: the user's exception, not Dagster's wrapper."""
+    while error is not None and error.cause is not None:
+        error = error.cause
+    return "" if error is None else error.message.strip()
 
 
 @dg.run_failure_sensor(name="retrace_run_failure_alert", default_status=dg.DefaultSensorStatus.RUNNING,
@@ -74,11 +91,12 @@ def run_alert(run: dg.DagsterRun, failure_message: str, failed_steps: list[str])
 def run_failure_alert(context: dg.RunFailureSensorContext, alert_webhook: WebhookAlertSink,
                       alert_email: EmailAlertSink, alert_log: LogFileAlertSink):
     steps = context.get_step_failure_events()
-    errors = [e.step_failure_data.error.message.strip() for e in steps if e.step_failure_data.error]
-    message = "; ".join([context.failure_event.message or "run failed", *errors])
-    alert = run_alert(context.dagster_run, message, [e.step_key for e in steps])
+    errors = [f"{e.step_key}: {_root_message(e.step_failure_data.error)}" for e in steps]
+    message = "\n".join([context.failure_event.message or "run failed", *errors])
+    run = context.dagster_run
+    alert = run_alert(run, planned_assets(context.instance, run), message, [e.step_key for e in steps])
     delivered = deliver(alert, [alert_webhook, alert_email, alert_log], context.log)
-    context.log.info(f"run {context.dagster_run.run_id} failed; alerted via {', '.join(delivered) or 'no sink'}")
+    context.log.info(f"run {run.run_id} failed; alerted via {', '.join(delivered) or 'no sink'}")
 
 
 @dg.sensor(name="retrace_check_failure_alert", minimum_interval_seconds=30,
