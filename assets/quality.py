@@ -16,6 +16,7 @@ import os
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -317,8 +318,12 @@ def _context(lake: str):
         yield ctx
 
 
+def _source_name(spark: bool) -> str:
+    return "retrace_spark" if spark else "retrace_pandas"
+
+
 def _batch_definition(ctx, name: str, spark: bool):
-    source_name = "retrace_spark" if spark else "retrace_pandas"
+    source_name = _source_name(spark)
     if source_name in {s.name for s in ctx.data_sources.all().values()}:
         source = ctx.data_sources.get(source_name)
     else:
@@ -334,16 +339,22 @@ def _validate(t: Target, check: str, frame, expectations: list):
     stored and the Data Docs rebuilt."""
     import great_expectations as gx
     from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.data_context.types.resource_identifiers import (ExpectationSuiteIdentifier,
+                                                                            ValidationResultIdentifier)
 
-    name = f"{check}.{t.target}"
+    name, spark = f"{check}.{t.target}", isinstance(frame, DataFrame)
     with _context(t.lake) as ctx:
-        batch = _batch_definition(ctx, name, spark=isinstance(frame, DataFrame))
+        batch = _batch_definition(ctx, name, spark)
         suite = ctx.suites.add_or_update(gx.ExpectationSuite(name=name, expectations=expectations))
         definition = ctx.validation_definitions.add_or_update(gx.ValidationDefinition(name=name, data=batch,
                                                                                       suite=suite))
-        run_name = f"{t.target} [{t.start or '-inf'}, {t.end or '+inf'})"
-        result = definition.run(batch_parameters={"dataframe": frame}, run_id=RunIdentifier(run_name=run_name))
-        ctx.build_data_docs()
+        run_id = RunIdentifier(run_name=f"{t.target} [{t.start or '-inf'}, {t.end or '+inf'})",
+                               run_time=datetime.now(timezone.utc))
+        result = definition.run(batch_parameters={"dataframe": frame}, run_id=run_id)
+        # render only this suite and this result (and the index): the site grows with every run
+        suite_id = ExpectationSuiteIdentifier(name=name)
+        result_id = ValidationResultIdentifier(suite_id, run_id, f"{_source_name(spark)}-{name}")
+        ctx.build_data_docs(resource_identifiers=[suite_id, result_id])
     return result
 
 

@@ -258,10 +258,18 @@ def window_tables(t: Target) -> WindowTables:
                                             "partition int, scope int, expected_count long")
         return WindowTables(windows, empty, empty, lo, hi)
     missed = t.table("dead_letters").where(F.col("reason") == "window_closed").select("seq", "window_start")
-    counted = memberships(t, decisions).join(missed, ["seq", "window_start"], "left_anti")
+    lateness = t.policy.allowed_lateness
+    w = t.policy.window
+    candidates = decisions
+    if lo > 0 and not t.policy.independent:
+        # a window closed before the range (its end + lateness <= the watermark before it) cannot be due
+        # in it, so events older than that watermark - lateness - size need not be read
+        floor = decisions.where(F.col("seq") < lo).agg(F.max(F.unix_micros("output_watermark"))).first()[0]
+        if floor is not None:
+            candidates = decisions.where(F.unix_micros("timestamp") >= F.lit(floor - lateness - w.size))
+    counted = memberships(t, candidates).join(missed, ["seq", "window_start"], "left_anti")
     expected = counted.groupBy("window_start", "window_end", "key", "partition", "scope").agg(
         F.count("*").alias("expected_count")).persist()  # read by every query of the check
-    lateness = t.policy.allowed_lateness
     marks = (expected.join(scope_watermarks(t, decisions, lo, "wm_lo"), "scope", "left")
              .join(scope_watermarks(t, decisions, hi, "wm_hi"), "scope", "left"))
     before = _closed_by("wm_lo", lateness) if lo > 0 else F.lit(False)
@@ -278,8 +286,9 @@ def lost_events(t: Target) -> DataFrame:
 
 
 def kept_events(t: Target) -> DataFrame:
-    """Kept events: the only ones a `window_closed` dead letter may name."""
-    return t.table("decisions").where((F.col("kind") == "event") & F.col("action").isin(*KEPT)).select("seq")
+    """Kept events arriving in range: the only ones a `window_closed` dead letter in range may name."""
+    return (t.table("decisions").where((F.col("kind") == "event") & F.col("action").isin(*KEPT)
+                                       & t.in_range("arrival_time")).select("seq"))
 
 
 def dead_letters_in_range(t: Target) -> DataFrame:

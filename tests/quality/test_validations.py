@@ -15,6 +15,7 @@ from replay.store import default_store
 from tests.quality.location import POLICY_FILE
 
 HOUR_0 = ("2024-01-01T00:00:00Z", "2024-01-01T01:00:00Z")
+HOUR_1 = ("2024-01-01T01:00:00Z", "2024-01-01T02:00:00Z")
 
 
 def test_thresholds_name_the_bad_field_and_value():
@@ -45,9 +46,12 @@ def test_data_docs_site_is_built_into_the_lake(clean):
     index = quality.docs_index(clean.lake)
     assert index.startswith(os.path.join(clean.lake, "quality")) and os.path.exists(index)
     site = os.path.dirname(index)
-    for name in quality.VALIDATIONS:  # suite `<check>.<target>`: a page per suite, and its validations
+    with open(index) as f:
+        listing = f.read()
+    for name in quality.VALIDATIONS:  # suite `<check>.<target>`: a page per suite and per validation
         assert os.path.exists(os.path.join(site, "expectations", name, "production.html"))
         assert os.listdir(os.path.join(site, "validations", name, "production"))
+        assert f"validations/{name}/production/" in listing
 
 
 def test_conservation_is_stated_for_tumbling_windows_only(spark, clean):
@@ -55,6 +59,15 @@ def test_conservation_is_stated_for_tumbling_windows_only(spark, clean):
                                 "window": {"kind": "hopping", "size": "2m", "hop": "1m"}})
     outcome = quality.conservation(Target(spark, clean.lake, "production", hopping))
     assert outcome.passed and not outcome.applicable and "tumbling" in outcome.failures[0]
+
+
+def test_every_validation_passes_on_the_second_hour_alone(spark, clean):
+    t = Target(spark, clean.lake, "production", Policy.from_yaml(POLICY_FILE), *HOUR_1)
+    outcomes = {name: validate(t) for name, validate in quality.VALIDATIONS.items()}
+    assert {name: o.failures for name, o in outcomes.items() if not o.passed} == {}
+    windows = outcomes["windows_emitted_once"].counts
+    assert windows["seq_from"] > 0 and windows["windows_due"] == windows["windows_in_range"] > 0
+    assert outcomes["conservation"].counts["hours"] == 1
 
 
 @pytest.fixture(scope="module")
