@@ -1,13 +1,15 @@
 """Alerting for the Retrace code location: the alert sinks as resources (`RESOURCES`) and two sensors
 (`SENSORS`): one for failed runs, one for failed asset checks. In open-source Dagster a failed check
-does not fail its run, so the second sensor reads check evaluations from the instance's event log
-after a cursor (the last storage id it handled): each failure alerts once.
+does not fail its run, so the second sensor reads the instance's asset-check executions (not the event
+log: on the default SQLite storage, events are sharded per run and their ids are not global) after a
+cursor: each failure alerts once.
 
 Sinks are configured from the environment when the code location loads: RETRACE_ALERT_WEBHOOK_URL;
 RETRACE_ALERT_SMTP_HOST, _PORT, _USER, _PASSWORD (read as a Dagster EnvVar), _STARTTLS (1/0),
 RETRACE_ALERT_EMAIL_FROM, RETRACE_ALERT_EMAIL_TO (comma-separated); RETRACE_ALERT_LOG (default
 .retrace/alerts.jsonl). Unset webhook or SMTP settings leave those sinks off.
 """
+import json
 import os
 
 import dagster as dg
@@ -16,7 +18,7 @@ from orchestration.alerts import (Alert, EmailAlertSink, LogFileAlertSink, Webho
                                   partition_label)
 from orchestration.resources import ROOT
 
-CHECK_BATCH = 100  # evaluations read per tick; the rest wait for the next tick
+PAGE = 100  # check executions read per query
 
 
 def _env_resources() -> dict:
@@ -99,28 +101,60 @@ def run_failure_alert(context: dg.RunFailureSensorContext, alert_webhook: Webhoo
     context.log.info(f"run {run.run_id} failed; alerted via {', '.join(delivered) or 'no sink'}")
 
 
+def _executions_after(instance: dg.DagsterInstance, check_key: dg.AssetCheckKey, low: int) -> list:
+    """The executions of one check with id > low (the history is read newest first, a page at a time)."""
+    out, cursor = [], None
+    while True:
+        page = instance.event_log_storage.get_asset_check_execution_history(check_key, limit=PAGE, cursor=cursor)
+        fresh = [r for r in page if r.id > low]
+        out += fresh
+        if len(page) < PAGE or len(fresh) < len(page):
+            return out
+        cursor = page[-1].id
+
+
+def _resolved(instance: dg.DagsterInstance, record) -> bool:
+    """An execution is done once it has a result, or once its run ended without one."""
+    if record.status.value != "PLANNED":  # SUCCEEDED or FAILED (the enum is not public API)
+        return True
+    run = instance.get_run_by_id(record.run_id)
+    return run is None or run.is_finished
+
+
 @dg.sensor(name="retrace_check_failure_alert", minimum_interval_seconds=30,
            default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Alerts once on every failed asset check evaluation (checks do not fail runs)")
+           description="Alerts once on every failed asset check execution (checks do not fail runs)")
 def check_failure_alert(context: dg.SensorEvaluationContext, alert_webhook: WebhookAlertSink,
                         alert_email: EmailAlertSink, alert_log: LogFileAlertSink):
-    cursor = int(context.cursor) if context.cursor else None
-    records = context.instance.event_log_storage.get_event_records(
-        dg.EventRecordsFilter(event_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION, after_cursor=cursor),
-        limit=CHECK_BATCH, ascending=True)
-    alerted = 0
+    """Reads the asset-check executions of this code location's checks (ids are global and assigned
+    when a run plans its checks). The cursor is `low`, below which every execution is resolved, plus the
+    ids above it already alerted: checks of one run finish in any order."""
+    state = json.loads(context.cursor) if context.cursor else {"low": 0, "alerted": []}
+    low, alerted = state["low"], set(state["alerted"])
+    if context.repository_def is None:
+        raise dg.DagsterInvariantViolationError("retrace_check_failure_alert needs its code location's checks")
+    records = sorted((r for key in context.repository_def.asset_graph.asset_check_keys
+                      for r in _executions_after(context.instance, key, low)), key=lambda r: r.id)
+    sinks, sent, pending = [alert_webhook, alert_email, alert_log], 0, False
     for record in records:
-        evaluation = record.event_log_entry.dagster_event.event_specific_data
-        if not evaluation.passed:
+        if not _resolved(context.instance, record):
+            pending = True  # the low mark stays below it; later executions are still handled
+            continue
+        if record.status.value == "FAILED" and record.id not in alerted:
             run = context.instance.get_run_by_id(record.run_id)
-            alert = check_alert(evaluation, run.tags if run else {}, record.run_id)
+            alert = check_alert(record.event.dagster_event.event_specific_data, run.tags if run else {}, record.run_id)
             try:
-                deliver(alert, [alert_webhook, alert_email, alert_log], context.log)
-            except RuntimeError as e:  # every sink failed: keep the cursor here and retry next tick
-                return dg.SkipReason(f"stopped at storage id {record.storage_id}: {e}")
-            alerted += 1
-        context.update_cursor(str(record.storage_id))
-    return dg.SkipReason(f"{len(records)} check evaluations read, {alerted} failures alerted")
+                deliver(alert, sinks, context.log)
+            except RuntimeError as e:  # every sink failed: stop here, the next tick retries
+                context.update_cursor(json.dumps({"low": low, "alerted": sorted(alerted)}))
+                return dg.SkipReason(f"alert for check execution {record.id} not delivered: {e}")
+            alerted.add(record.id)
+            sent += 1
+        if not pending:
+            low = record.id
+    alerted = {i for i in alerted if i > low}
+    context.update_cursor(json.dumps({"low": low, "alerted": sorted(alerted)}))
+    return dg.SkipReason(f"{len(records)} check executions read, {sent} failures alerted")
 
 
 SENSORS = [run_failure_alert, check_failure_alert]

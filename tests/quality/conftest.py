@@ -25,27 +25,28 @@ class Stream:
         return {e.check_name: e for e in self.result.get_asset_check_evaluations()}
 
 
-def _replayed(spark, tmp_path_factory, name: str, landing_of) -> Stream:
+def _replayed(spark, tmp_path_factory, name: str, landing_of):
+    """A stream replayed and checked in one run on a SQLite Dagster instance (what DAGSTER_HOME gives)."""
     root = tmp_path_factory.mktemp(name)
     landing, lake = str(root / "landing"), str(root / "lake")
     summary = landing_of(landing)
     retrace = RetraceResource(lake=lake, landing=landing, policy_file=POLICY_FILE)
-    instance = dg.DagsterInstance.ephemeral()
-    result = materialize(retrace, instance)
-    assert result.success, "the replay run itself must succeed; only checks may fail"
-    return Stream(lake, retrace, instance, result, summary)
+    with dg.instance_for_test() as instance:
+        result = materialize(retrace, instance)
+        assert result.success, "the replay run itself must succeed; only checks may fail"
+        yield Stream(lake, retrace, instance, result, summary)
 
 
 @pytest.fixture(scope="session")
-def clean(spark, tmp_path_factory) -> Stream:
+def clean(spark, tmp_path_factory):
     """The generated stream (about 3% late events), ingested, replayed and checked in one run."""
-    return _replayed(spark, tmp_path_factory, "quality-clean", clean_landing)
+    yield from _replayed(spark, tmp_path_factory, "quality-clean", clean_landing)
 
 
 @pytest.fixture(scope="session")
-def late(spark, tmp_path_factory) -> Stream:
+def late(spark, tmp_path_factory):
     """The same stream with 80% of its events 2 to 8 minutes late."""
-    return _replayed(spark, tmp_path_factory, "quality-late", late_landing)
+    yield from _replayed(spark, tmp_path_factory, "quality-late", late_landing)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from assets.checks import CHECKS
 from orchestration.alerting import RESOURCES, SENSORS, check_failure_alert, run_failure_alert
 from orchestration.alerts import Alert, EmailAlertSink, LogFileAlertSink, WebhookAlertSink, deliver
-from tests.quality.location import journal_asset, replay_outputs
+from tests.quality.location import definitions, journal_asset, replay_outputs
 from tests.quality.receivers import HttpReceiver
 
 ALERT = Alert(asset="windows", partition="2024-01-01-00:00...2024-01-01-01:00", check="window_rows_unique",
@@ -115,11 +115,16 @@ def test_the_check_sensor_keeps_its_cursor_when_no_sink_takes_the_alert(late, ht
     dead.close()
     failing = {"alert_webhook": WebhookAlertSink(url=dead.url), "alert_email": EmailAlertSink(),
                "alert_log": LogFileAlertSink()}
-    context = dg.build_sensor_context(instance=late.instance, resources=failing)
+    defs = definitions(late.retrace, failing)
+    context = dg.build_sensor_context(instance=late.instance, resources=failing, definitions=defs)
     check_failure_alert(context)
-    stopped_at = context.cursor  # past the passed evaluations, before the failed one
+    stopped_at = json.loads(context.cursor)
+    failed_id = late.instance.get_latest_asset_check_evaluation_record(
+        dg.AssetCheckKey(dg.AssetKey("metrics"), "late_events")).id
+    assert stopped_at["low"] < failed_id and failed_id not in stopped_at["alerted"]
     working = {**failing, "alert_webhook": WebhookAlertSink(url=http_receiver.url)}
-    context = dg.build_sensor_context(instance=late.instance, cursor=stopped_at, resources=working)
+    context = dg.build_sensor_context(instance=late.instance, cursor=context.cursor, resources=working,
+                                      definitions=definitions(late.retrace, working))
     check_failure_alert(context)
-    assert stopped_at is None or int(context.cursor) > int(stopped_at)
+    assert json.loads(context.cursor)["low"] >= failed_id
     assert [p for p in http_receiver.drain() if "late_events" in p["json"]["text"]]
