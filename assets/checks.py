@@ -1,4 +1,166 @@
-"""Placeholder: the data-quality asset checks (Great Expectations) arrive with the quality work."""
-from __future__ import annotations
+"""Dagster asset checks on Retrace's outputs: the validations of `assets.quality` over the arrival range
+of the run that materialized the outputs (its partition time window; the whole target when the run
+has no partition), with configurable thresholds and severities; the counts go into check metadata.
 
-CHECKS: list = []
+No `from __future__ import annotations` here: Dagster reads the config classes from the annotations.
+"""
+import json
+from typing import Optional
+
+import dagster as dg
+
+from assets import quality
+from assets.partitions import HOURLY
+from assets.quality_tables import Target
+from orchestration.alerts import RANGE_TAGS, partition_label
+from orchestration.resources import RetraceResource
+
+DEFAULTS = quality.Thresholds()
+
+
+class CheckConfig(dg.Config):
+    """`target`: the outputs checked; by default the target of this run's replay (a `target` in the op
+    config of the run), else `production`. `severity`: WARN or ERROR when the check fails."""
+
+    target: Optional[str] = None
+    severity: str = "ERROR"
+
+
+class LateEventsConfig(CheckConfig):
+    """Limits per hour of arrival: fractions of the hour's events (judged in hours with at least
+    `min_events` events) and counts; null disables a limit."""
+
+    severity: str = "WARN"
+    early_max_fraction: Optional[float] = DEFAULTS.early.max_fraction
+    early_max_count: Optional[int] = DEFAULTS.early.max_count
+    late_max_fraction: Optional[float] = DEFAULTS.late.max_fraction
+    late_max_count: Optional[int] = DEFAULTS.late.max_count
+    out_of_order_max_fraction: Optional[float] = DEFAULTS.out_of_order.max_fraction
+    out_of_order_max_count: Optional[int] = DEFAULTS.out_of_order.max_count
+    dropped_max_fraction: Optional[float] = DEFAULTS.dropped.max_fraction
+    dropped_max_count: Optional[int] = DEFAULTS.dropped.max_count
+    dead_letters_max_fraction: Optional[float] = DEFAULTS.dead_letters.max_fraction
+    dead_letters_max_count: Optional[int] = DEFAULTS.dead_letters.max_count
+    min_events: int = DEFAULTS.min_events
+
+
+class WatermarkDelayConfig(CheckConfig):
+    """`max_watermark_delay`: the largest allowed arrival - output watermark, a duration like '15m'."""
+
+    severity: str = "WARN"
+    max_watermark_delay: str = "15m"
+
+
+def _thresholds(config: dg.Config) -> quality.Thresholds:
+    settings = {k: v for k, v in config.model_dump().items() if k not in ("target", "severity")}
+    return quality.Thresholds.from_flat(settings)
+
+
+def _severity(config: CheckConfig) -> dg.AssetCheckSeverity:
+    value = str(config.severity).upper()
+    if value not in ("WARN", "ERROR"):
+        raise ValueError(f"severity: {config.severity!r} must be WARN or ERROR")
+    return dg.AssetCheckSeverity[value]
+
+
+def _replay_op_config(context) -> dict:
+    """The settings of this run's replay op: the first op config of the run holding a `target`."""
+    for op in ((context.run.run_config or {}).get("ops") or {}).values():
+        settings = op.get("config") if isinstance(op, dict) else None
+        if isinstance(settings, dict) and isinstance(settings.get("target"), str):
+            return settings
+    return {}
+
+
+def _window(context) -> tuple[Optional[str], Optional[str]]:
+    """The run's partition time window as ISO instants [start, end), or the whole target. A run of checks
+    alone has partition tags but no partitioned asset, so the window is then read from the tags with the
+    shared hourly partitions."""
+    tags = context.run.tags
+    if tags.get("dagster/partition"):
+        first = last = tags["dagster/partition"]
+    elif all(tags.get(t) for t in RANGE_TAGS):
+        first, last = (tags[t] for t in RANGE_TAGS)
+    else:
+        return None, None
+    try:
+        window = context.partition_time_window
+        return window.start.isoformat(), window.end.isoformat()
+    except dg.DagsterInvariantViolationError:
+        return (HOURLY.time_window_for_partition_key(first).start.isoformat(),
+                HOURLY.time_window_for_partition_key(last).end.isoformat())
+
+
+def _evaluate(context, config: CheckConfig, retrace: RetraceResource, check: str, **kwargs) -> dg.AssetCheckResult:
+    severity = _severity(config)
+    replay = _replay_op_config(context)
+    target = config.target or replay.get("target") or "production"
+    override = replay.get("policy_override") if isinstance(replay.get("policy_override"), dict) else None
+    start, end = _window(context)
+    t = Target(retrace.spark(), retrace.lake, target, retrace.policy(override), start, end)
+    outcome = quality.VALIDATIONS[check](t, **kwargs)
+    partition = partition_label(context.run.tags)
+    metadata: dict = {k: (dg.MetadataValue.float(float(v)) if isinstance(v, float) else dg.MetadataValue.int(int(v)))
+                      for k, v in outcome.counts.items()}
+    metadata.update({
+        "partition": dg.MetadataValue.text(partition),
+        "target": dg.MetadataValue.text(target),
+        "range": dg.MetadataValue.text(f"[{start or '-inf'}, {end or '+inf'})"),
+        "applicable": dg.MetadataValue.bool(outcome.applicable),
+    })
+    if outcome.hours:
+        metadata["hours"] = dg.MetadataValue.json(json.loads(json.dumps(list(outcome.hours), default=str)))
+    if outcome.failures:
+        metadata["failures"] = dg.MetadataValue.md("\n".join(f"- {f}" for f in outcome.failures))
+    if outcome.docs:
+        metadata["data_docs"] = dg.MetadataValue.path(outcome.docs)
+    description = "; ".join(outcome.failures) if not outcome.passed else f"{check} passed"
+    context.log.info(f"{check} on {target} {partition}: {'passed' if outcome.passed else description}")
+    return dg.AssetCheckResult(passed=outcome.passed, severity=severity, metadata=metadata,
+                               description=description[:2000])
+
+
+@dg.asset_check(asset="metrics", name="late_events",
+                description="Early, late, out-of-order, dropped events and dead letters per hour within thresholds")
+def late_events(context: dg.AssetCheckExecutionContext, config: LateEventsConfig,
+                retrace: RetraceResource) -> dg.AssetCheckResult:
+    return _evaluate(context, config, retrace, "late_events", thresholds=_thresholds(config))
+
+
+@dg.asset_check(asset="decisions", name="conservation",
+                description="Per hour: events = windowed + dropped + quarantined + window_closed + unwindowed "
+                            "(+ open windows) (spec 7)")
+def conservation(context: dg.AssetCheckExecutionContext, config: CheckConfig,
+                 retrace: RetraceResource) -> dg.AssetCheckResult:
+    return _evaluate(context, config, retrace, "conservation")
+
+
+@dg.asset_check(asset="windows", name="windows_emitted_once",
+                description="Every window with counted events closed in range is emitted, with its count")
+def windows_emitted_once(context: dg.AssetCheckExecutionContext, config: CheckConfig,
+                         retrace: RetraceResource) -> dg.AssetCheckResult:
+    return _evaluate(context, config, retrace, "windows_emitted_once")
+
+
+@dg.asset_check(asset="windows", name="window_rows_unique",
+                description="No window has two rows")
+def window_rows_unique(context: dg.AssetCheckExecutionContext, config: CheckConfig,
+                       retrace: RetraceResource) -> dg.AssetCheckResult:
+    return _evaluate(context, config, retrace, "window_rows_unique")
+
+
+@dg.asset_check(asset="dead_letters", name="dead_letters_match",
+                description="Dropped and quarantined events are dead letters with their reason, once")
+def dead_letters_match(context: dg.AssetCheckExecutionContext, config: CheckConfig,
+                       retrace: RetraceResource) -> dg.AssetCheckResult:
+    return _evaluate(context, config, retrace, "dead_letters_match")
+
+
+@dg.asset_check(asset="watermarks", name="watermark_delay",
+                description="Arrival - output watermark within a bound, every hour")
+def watermark_delay(context: dg.AssetCheckExecutionContext, config: WatermarkDelayConfig,
+                    retrace: RetraceResource) -> dg.AssetCheckResult:
+    return _evaluate(context, config, retrace, "watermark_delay", thresholds=_thresholds(config))
+
+
+CHECKS = [late_events, conservation, windows_emitted_once, window_rows_unique, dead_letters_match, watermark_delay]
