@@ -1,6 +1,5 @@
-"""A test-local stand-in for the Retrace code location: the same asset keys and hourly partitions as the
-real one (a `journal` asset that ingests, one multi-asset that replays the run's partition window into a
-target chosen by run config), with the real CHECKS and alert SENSORS; plus the streams the tests feed it. (No `from __future__ import annotations`: Dagster reads config
+"""The Retrace assets, CHECKS and alert SENSORS with test resources (the sinks point at local receivers),
+and the streams the tests feed them. (No `from __future__ import annotations`: Dagster reads config
 classes from annotations.)"""
 import os
 from typing import Optional
@@ -12,38 +11,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from assets.checks import CHECKS
-from assets.partitions import HOURLY
+from assets.journal import journal as journal_asset
+from assets.outputs import replay_outputs
 from orchestration.alerting import SENSORS
 from orchestration.resources import RetraceResource
-from replay import journal, runner
 from replay.generate import generate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")
-OUTPUTS = ("decisions", "windows", "dead_letters", "watermarks", "metrics")
 # the generated streams start at 2024-01-01T00:00Z and last a little over an hour: two hourly partitions
 FIRST_HOUR, LAST_HOUR = "2024-01-01-00:00", "2024-01-01-01:00"
 RANGE_TAGS = {"dagster/asset_partition_range_start": FIRST_HOUR, "dagster/asset_partition_range_end": LAST_HOUR}
-
-
-@dg.asset(key="journal", partitions_def=HOURLY, backfill_policy=dg.BackfillPolicy.single_run())
-def journal_asset(retrace: RetraceResource) -> dg.MaterializeResult:
-    result = journal.ingest(retrace.spark(), retrace.landing, retrace.lake)
-    return dg.MaterializeResult(metadata={"rows": result.rows})
-
-
-class ReplayConfig(dg.Config):
-    target: str = "production"
-
-
-@dg.multi_asset(specs=[dg.AssetSpec(k, deps=["journal"]) for k in OUTPUTS], partitions_def=HOURLY,
-                backfill_policy=dg.BackfillPolicy.single_run(), name="replay_outputs")
-def replay_outputs(context: dg.AssetExecutionContext, config: ReplayConfig, retrace: RetraceResource):
-    window = context.partition_time_window
-    runner.run(retrace.spark(), retrace.lake, retrace.policy(), config.target, window.start.isoformat(),
-               window.end.isoformat())
-    for key in OUTPUTS:
-        yield dg.MaterializeResult(asset_key=key)
 
 
 def definitions(retrace: RetraceResource, sinks: dict) -> dg.Definitions:
