@@ -88,8 +88,10 @@ class DeltaRsStore:
 
         if mode not in ("append", "overwrite"):
             raise ValueError(f"mode: {mode!r} is not one of append, overwrite")
-        if txn is not None and (self.transaction_version(path, txn.app_id) or -1) >= txn.version:
-            return None
+        if txn is not None:
+            done = self.transaction_version(path, txn.app_id)
+            if done is not None and done >= txn.version:
+                return None
         exists = self.exists(path)
         stats_columns = tuple(stats_columns) + ((replace.column,) if replace else ())
         actions = []
