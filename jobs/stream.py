@@ -57,6 +57,7 @@ class BatchReport:
     watermark_delay_s: float | None
     files_waiting: int | None
     seconds: float
+    committed_at: float = 0.0  # wall-clock time (epoch seconds) when the batch's last commit landed
 
     def line(self) -> str:
         delay = "n/a" if self.watermark_delay_s is None else f"{self.watermark_delay_s:.1f}s"
@@ -79,6 +80,7 @@ class LiveJob:
     store: TableStore = field(default_factory=default_store)
     landing: object | None = None  # a replay.landing.Landing, to report files waiting
     reports: list[BatchReport] = field(default_factory=list)
+    on_batch: object | None = None  # called with each BatchReport (progress, benchmarks)
 
     def __post_init__(self):
         check_target(self.target)
@@ -195,6 +197,8 @@ class LiveJob:
         self.cp = self._committed(Checkpoint(batch, state, source, self._policy_json))
         self.reports.append(self._report(batch, files, span, rows, began))
         print(self.reports[-1].line(), file=sys.stderr, flush=True)
+        if self.on_batch is not None:
+            self.on_batch(self.reports[-1])
 
     def _committed(self, cp: Checkpoint) -> Checkpoint:
         """The checkpoint as committed: its open windows and keys read back (this cuts the lineage)."""
@@ -233,7 +237,7 @@ class LiveJob:
                 self.sources = journal.journaled_sources(self.spark, self.lake, self.store)
             waiting = sum(1 for f in self.landing.files() if f.name not in self.sources)
         return BatchReport(batch, files, span["n"], span["clocks"], span["lo"], span["hi"], delay, waiting,
-                           time.perf_counter() - began)
+                           time.perf_counter() - began, time.time())
 
 
 def _micros(iso: str) -> int:
@@ -254,7 +258,7 @@ class StreamSummary:
 def run_stream(spark: SparkSession, landing: str, lake: str, policy: Policy, *, target: str = "production",
                max_files_per_batch: int | None = None, max_bytes_per_batch: int | None = None,
                max_batches: int | None = None, clock: str = "system", until_idle: bool = False,
-               partitions: int | None = None, trigger_seconds: float = 1.0) -> StreamSummary:
+               partitions: int | None = None, trigger_seconds: float = 1.0, on_batch=None) -> StreamSummary:
     """Run the live job: micro-batches over the landing source until it is idle (`until_idle`), `max_batches`
     were committed, or the process is stopped."""
     from replay import landing as landing_source
@@ -265,7 +269,8 @@ def run_stream(spark: SparkSession, landing: str, lake: str, policy: Policy, *, 
             raise ValueError(f"{name}: {v} must be at least 1")
     began = time.perf_counter()
     source = landing_source.Landing.of(landing)
-    job = LiveJob(spark, lake, policy, target=target, clock=clock, partitions=partitions, landing=source)
+    job = LiveJob(spark, lake, policy, target=target, clock=clock, partitions=partitions, landing=source,
+                  on_batch=on_batch)
     job.process(spark.createDataFrame([], "source string, source_line long, line string"))  # finish a crashed batch
     landing_source.register(spark)
     reader = (spark.readStream.format("retrace_landing").option("landing", landing)

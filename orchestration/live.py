@@ -1,5 +1,6 @@
 """The live job's micro-batches as a Dagster job, and the sensor that runs it when landing data arrives."""
 
+import dataclasses
 import os
 
 import dagster as dg
@@ -15,8 +16,8 @@ def live_micro_batches(context: dg.OpExecutionContext, retrace: RetraceResource)
     from jobs.stream import run_stream  # the live job; imported lazily so the code location loads without Spark
 
     result = run_stream(retrace.spark(), retrace.landing, retrace.lake, retrace.policy(), max_batches=None,
-                        until_idle=True, clock="system")
-    summary = result if isinstance(result, dict) else getattr(result, "__dict__", {"result": repr(result)})
+                        until_idle=True, clock="system", partitions=retrace.partitions)
+    summary = dataclasses.asdict(result)
     yield dg.Output(None, metadata={"summary": dg.MetadataValue.json(_plain(summary))})
 
 

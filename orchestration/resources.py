@@ -9,7 +9,7 @@ from jobs.demo import DEFAULT_POLICY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {"lake": "RETRACE_LAKE", "landing": "RETRACE_LANDING", "policy_file": "RETRACE_POLICY",
-       "spark_conf_file": "RETRACE_SPARK_CONF"}
+       "spark_conf_file": "RETRACE_SPARK_CONF", "partitions": "RETRACE_PARTITIONS"}
 
 
 class RetraceResource(dg.ConfigurableResource):
@@ -19,10 +19,11 @@ class RetraceResource(dg.ConfigurableResource):
     landing: str = os.path.join(ROOT, ".retrace", "landing")
     policy_file: str = DEFAULT_POLICY
     spark_conf_file: str = ""  # a spark-defaults style file (e.g. infra/spark/cluster.conf); empty = local
+    partitions: int = 8  # the landing source's partition count, for the live job (the generator makes 8)
 
     @classmethod
     def from_env(cls, environ=None) -> "RetraceResource":
-        """The defaults, overridden by RETRACE_LAKE, RETRACE_LANDING, RETRACE_POLICY, RETRACE_SPARK_CONF
+        """The defaults, overridden by RETRACE_LAKE, RETRACE_LANDING, RETRACE_POLICY, RETRACE_SPARK_CONF, RETRACE_PARTITIONS
         (read when the code location loads, so a test or a deployment points it at its own folders)."""
         environ = os.environ if environ is None else environ
         return cls(**{field: environ[var] for field, var in ENV.items() if environ.get(var)})
