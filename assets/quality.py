@@ -13,6 +13,7 @@ import fcntl
 import math
 import numbers
 import os
+import sys
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,19 @@ from pyspark.sql import functions as F
 from assets import quality_tables as tables
 from assets.quality_tables import EVENT_REASONS, Target
 from replay.durations import format_duration, parse_duration
+
+
+def _without_spark_connect() -> None:
+    """GX imports pyspark's Spark Connect DataFrame, and pyspark's check for that calls sys.exit(0) in a
+    process whose __main__ has no file (it takes that for a doctest run), as Dagster's run workers are.
+    Retrace uses classic Spark only, so there GX is told Spark Connect is not installed."""
+    main = sys.modules.get("__main__")
+    if main is not None and getattr(main, "__spec__", None) is None and not hasattr(main, "__file__"):
+        for module in ("pyspark.sql.connect.dataframe", "pyspark.sql.connect.session"):  # what GX imports
+            sys.modules.setdefault(module, None)
+
+
+_without_spark_connect()
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")  # no usage statistics sent from a data pipeline
 

@@ -100,6 +100,13 @@ class LiveJob:
 
     def process(self, lines: DataFrame, spark_batch_id: int | None = None) -> None:
         """foreachBatch: journal the batch's landing lines, then decide and commit them."""
+        lines = lines.persist()  # read from the landing once
+        try:
+            self._process(lines)
+        finally:
+            lines.unpersist()
+
+    def _process(self, lines: DataFrame) -> None:
         began = time.perf_counter()
         files = sorted(r["source"] for r in lines.select("source").distinct().collect())
         tail = None if self.caught_up else self._tail()

@@ -18,9 +18,9 @@ def test_the_backfill_succeeds(dagster_stack, range_backfill):
     assert range_backfill["isAssetBackfill"] and range_backfill["numPartitions"] == 2
 
 
-def test_a_range_backfill_is_one_run_over_the_whole_range(range_backfill):
+def test_a_range_backfill_is_one_run_over_the_whole_range(dagster_stack, range_backfill):
     [only] = range_backfill["runs"]
-    assert only["status"] == "SUCCESS"
+    assert only["status"] == "SUCCESS", _failures(dagster_stack["server"].home, only["runId"])
     tags = {t["key"]: t["value"] for t in only["tags"]}
     assert (tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"]) == (FIRST, LAST)
 
@@ -44,3 +44,14 @@ def test_the_backfill_writes_what_replay_run_writes_over_the_same_range(spark, d
         assert table_digest(backfilled) == table_digest(expected), table
     late = store.read(spark, output_path(lake, "production", "decisions")).where(f"arrival_time >= '{TO}'")
     assert late.count() == 0, "the range ends at 02:00"
+
+
+def _failures(home: str, run_id: str) -> str:
+    """What went wrong in a run, from the instance's event log (for the assertion message)."""
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(home) as instance:
+        events = instance.all_logs(run_id)
+    return "\n".join(f"{e.step_key}: {e.dagster_event.event_type_value}: {e.message}\n"
+                     f"{getattr(e.dagster_event.event_specific_data, 'error', '')}"
+                     for e in events if e.dagster_event and e.dagster_event.is_failure)[-6000:]

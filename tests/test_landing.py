@@ -235,3 +235,21 @@ def test_bad_landing_uri_error_names_the_value(spark, lake, uri):
 def test_a_bad_batch_bound_option_fails_the_query_naming_it(spark, tmp_path, generated):
     with pytest.raises(Exception, match="maxFilesPerBatch: 'none'"):
         run_stream(spark, generated, str(tmp_path / "checkpoint"), maxFilesPerBatch="none")
+
+
+def test_the_live_job_streams_from_s3_into_outputs_equal_to_a_replay(spark, s3, generated, tmp_path):
+    from jobs.stream import run_stream as live_stream
+    from replay import runner
+    from replay.hashing import target_hash
+    from replay.policy import Policy
+
+    uri = upload(s3, generated, "live")
+    lake = str(tmp_path / "lake")
+    policy = Policy.from_dict({"late_arrival_tolerance": "5s", "window": {"kind": "tumbling", "size": "10s"}})
+    summary = live_stream(spark, uri, lake, policy, max_files_per_batch=4, until_idle=True, clock="simulated",
+                          partitions=2)
+    assert summary.batches == 2
+    sources = {r["source"] for r in journal.read(spark, lake).select("source").distinct().collect()} - {None}
+    assert sources == set(sorted(os.listdir(generated)))
+    runner.run(spark, lake, policy, target="replayed")
+    assert target_hash(spark, lake, "production") == target_hash(spark, lake, "replayed")
