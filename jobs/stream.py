@@ -202,7 +202,7 @@ class LiveJob:
         _crash_point("checkpoint")
         out.unpersist()
         self.cp = self._committed(Checkpoint(batch, state, source, self._policy_json))
-        self.reports.append(self._report(batch, files, span, rows, began))
+        self.reports.append(self._report(batch, files, span, began))
         print(self.reports[-1].line(), file=sys.stderr, flush=True)
         if self.on_batch is not None:
             self.on_batch(self.reports[-1])
@@ -234,7 +234,7 @@ class LiveJob:
             source[r["partition"]] = SourcePartition(r["arrival"], now, r["offset"])
         return source
 
-    def _report(self, batch: int, files: int, span, rows: DataFrame, began: float) -> BatchReport:
+    def _report(self, batch: int, files: int, span, began: float) -> BatchReport:
         owm = [s.owm for s in self.cp.state.scopes.values() if s.owm > NEG]
         latest = max([s.last_arrival for s in self.cp.source.values()], default=None)
         delay = (latest - min(owm)) / 1e6 if owm and latest is not None else None

@@ -2,7 +2,6 @@
 sizes, its outputs equal a replay of its own journal; a replay from a checkpoint gives the same suffix."""
 from __future__ import annotations
 
-import os
 
 import pytest
 from pyspark.sql import functions as F
@@ -11,6 +10,7 @@ from jobs.stream import LiveJob, run_stream
 from replay import journal, runner
 from replay.generate import generate
 from replay.hashing import target_hash
+from replay.landing import read_lines
 from replay.policy import Policy
 from replay.store import default_store
 
@@ -29,11 +29,7 @@ def landing(tmp_path_factory):
 
 def lines_of(spark, landing: str, files: list[str]):
     """A micro-batch as the landing source delivers it: (source, source_line, line) per line."""
-    text = spark.read.text([os.path.join(landing, f) for f in files], wholetext=True)
-    name = F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1)
-    exploded = text.select(name.alias("source"), F.posexplode(F.split("value", "\n")).alias("pos", "line"))
-    return exploded.where(F.trim("line") != "").select(
-        "source", (F.col("pos") + 1).cast("long").alias("source_line"), "line")
+    return read_lines(spark, landing, files)
 
 
 def run_live(spark, landing, lake, per_batch: int, policy=POLICY, clock="simulated") -> LiveJob:
