@@ -79,14 +79,16 @@ def ordering_check(rows: DataFrame, policy: Policy) -> DataFrame:
 
 
 def _reasons(ooo: Column) -> Column:
-    """Reasons in check order; clock rows have none (null), events an array, maybe empty."""
+    """Reasons in check order; clock rows have none (null), events an array, maybe empty. A concat of
+    one-element arrays, which Spark compiles (a filter over an array would run a lambda per row)."""
+    none = F.array().cast("array<string>")
     named = [
-        F.when(F.col("quarantined"), F.lit("invalid_event_time")),
-        F.when(F.col("early"), F.lit("early")),
-        F.when(F.col("late"), F.lit("late")),
-        F.when(ooo, F.lit("out_of_order")),
+        F.when(F.col("quarantined"), F.array(F.lit("invalid_event_time"))).otherwise(none),
+        F.when(F.col("early"), F.array(F.lit("early"))).otherwise(none),
+        F.when(F.col("late"), F.array(F.lit("late"))).otherwise(none),
+        F.when(ooo, F.array(F.lit("out_of_order"))).otherwise(none),
     ]
-    return F.when(F.col("kind") == "event", F.filter(F.array(*named), lambda r: r.isNotNull()))
+    return F.when(F.col("kind") == "event", F.concat(*named))
 
 
 def last_reason() -> Column:

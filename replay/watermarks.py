@@ -161,17 +161,25 @@ def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int
 
 
 def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts) -> DataFrame:
-    """Scope = partition: per partition, a running max of both terms, masked to its rows, over the chunk
-    in seq order. One sort per chunk, shared with the output watermark that follows."""
+    """Scope = partition. One sorted pass per chunk: each partition's running max of both terms over the
+    chunk (column `latest<i>`, on every row: what the merged output watermark needs too); the row's own
+    partition's value is `wp`, and the same value on the row before is `w_before`."""
     c = F.greatest("floor_c", F.coalesce("event_c", F.lit(NEG)))
     rows = start.attach(rows, "s")
+    latest = {p: _running_max(F.when(F.col("partition") == p, c), _upto("chunk"), F.col(start.name(p, "s")))
+              for p in start.values}
+    rows = rows.select("*", *[v.alias(start.name(p, LATEST)) for p, v in latest.items()])
+    in_order = Window.partitionBy("chunk").orderBy("seq")
     after, before = F.lit(NEG), F.lit(NEG)
     for p in start.values:
-        masked, mine, s0 = F.when(F.col("partition") == p, c), F.col("partition") == p, F.col(start.name(p, "s"))
-        after = F.when(mine, _running_max(masked, _upto("chunk"), s0)).otherwise(after)
-        before = F.when(mine, _running_max(masked, _before("chunk"), s0)).otherwise(before)
+        mine, own = F.col("partition") == p, F.col(start.name(p, LATEST))
+        after = F.when(mine, own).otherwise(after)
+        before = F.when(mine, F.coalesce(F.lag(own).over(in_order), F.col(start.name(p, "s")))).otherwise(before)
     decided = ordering_check(rows.select("*", before.alias("w_before"), after.alias("wp")), policy)
     return decided.withColumn("watermark", F.col("wp"))
+
+
+LATEST = "latest"  # prefix of the per-partition running watermarks a pass leaves on its rows
 
 
 def _substreams(rows: DataFrame, policy: Policy, floor_start: Starts, state: State) -> tuple[DataFrame, DataFrame]:
@@ -288,9 +296,13 @@ def output_watermark(decided: DataFrame, policy: Policy, wp_start: Starts,
         raised = _running_max(F.col("raise"), _upto("partition"), _by_partition(raised_before or {}, NEG))
         return decided.withColumn("output_watermark", F.greatest("wp", raised))
     in_chunk = _upto("chunk")
-    decided = wp_start.attach(decided, "o")
-    latest = [_running_max(F.when(F.col("partition") == p, F.col("wp")), in_chunk, F.col(wp_start.name(p, "o")))
-              for p in wp_start.values]
+    names = [wp_start.name(p, LATEST) for p in wp_start.values]
+    if set(names) <= set(decided.columns):  # the watermark pass left each partition's running value
+        latest = [F.col(n) for n in names]
+    else:
+        decided = wp_start.attach(decided, "o")
+        latest = [_running_max(F.when(F.col("partition") == p, F.col("wp")), in_chunk, F.col(wp_start.name(p, "o")))
+                  for p in wp_start.values]
     merged = F.least(*latest) if len(latest) > 1 else latest[0]
     if raise_start is None:
         return decided.withColumn("output_watermark", merged)

@@ -46,12 +46,17 @@ def members(decisions: DataFrame, policy: Policy) -> DataFrame:
     w = policy.window
     lo, hi = window_range(F.col("timestamp"), w)
     kept = decisions.where(F.col("timestamp").isNotNull())
+    if w.hop >= w.size:  # tumbling, or hopping with gaps: at most one window per instant, nothing to explode
+        k = hi
+        kept = kept.where(lo <= hi)
+    else:
+        k = F.explode(F.sequence(lo, hi))  # overlapping windows: never empty
     return kept.select(
         "seq", "partition", "offset", "arrival",
         scope_column(policy).alias("scope"),
         (F.col("key") if policy.group_by_key else F.lit(None).cast("string")).alias("group_key"),
         "value",
-        F.explode(F.when(lo <= hi, F.sequence(lo, hi)).otherwise(F.array().cast("array<bigint>"))).alias("k"),
+        k.alias("k"),
     )
 
 
