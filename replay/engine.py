@@ -14,8 +14,9 @@ from replay.decisions import NEG, last_reason
 from replay.policy import Policy
 from replay.state import ScopeState, State
 
-KEPT = ("seq", "partition", "offset", "kind", "arrival", "key", "value", "action", "reasons", "timestamp",
-        "watermark", "wp", "output_watermark")
+DECISION_SCHEMA = ("seq long, partition int, offset long, kind string, action string, reasons array<string>, "
+                   "timestamp timestamp, watermark timestamp, output_watermark timestamp, arrival_time timestamp, "
+                   "key string, value double, partition_watermark timestamp")
 
 
 @dataclass
@@ -42,6 +43,36 @@ def _instant(c: str) -> Column:
     return F.when(F.col(c) > NEG, F.timestamp_micros(F.col(c)))
 
 
+def _micros(c: str) -> Column:
+    """UTC timestamp -> microseconds; null -> -infinity (the inverse of _instant)."""
+    return F.coalesce(F.unix_micros(c), F.lit(NEG))
+
+
+def decision_rows(decided: DataFrame) -> DataFrame:
+    """The decisions table: a row per journal row, times as UTC timestamps, with the row's key and value
+    and its partition's watermark, so that every other output can be computed from this table alone."""
+    return decided.select(
+        "seq", "partition", "offset", "kind", "action", "reasons",
+        _instant("timestamp").alias("timestamp"),
+        _instant("watermark").alias("watermark"),
+        _instant("output_watermark").alias("output_watermark"),
+        F.timestamp_micros("arrival").alias("arrival_time"),
+        "key", "value",
+        _instant("wp").alias("partition_watermark"),
+    )
+
+
+def engine_rows(decisions: DataFrame) -> DataFrame:
+    """The decisions table back in the engine's terms: times in microseconds, -infinity for none."""
+    return decisions.select(
+        "seq", "partition", "offset", "kind", "action", "reasons", "key", "value",
+        F.unix_micros("timestamp").alias("timestamp"),
+        F.unix_micros("arrival_time").alias("arrival"),
+        _micros("partition_watermark").alias("wp"),
+        _micros("output_watermark").alias("output_watermark"),
+    )
+
+
 def prepare(journal: DataFrame) -> DataFrame:
     """Journal rows the semantics act on (events and clocks), times in integer microseconds."""
     return journal.where(F.col("kind").isin("event", "clock")).select(
@@ -58,7 +89,8 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     """Run the spec over `journal` (rows with seq, partition, offset, kind, arrival_time, event_time,
     key, value). `flush`: the journal is complete, so open windows are flushed (if the policy says so).
     `since_seq`: keep only outputs of rows from this seq on (the history before it still counts).
-    `materialize`: how the per-row results, which every output reads, are kept (default: persisted).
+    `materialize`: how the decisions (decision_rows), which every other output reads, are kept (default:
+    persisted); the runner writes them as the decisions table and reads that back.
     `state`: the state after the rows before `journal` (a checkpoint); `Outputs.state` is the state after it.
     `partitions`: the partitions of the source, when known up front (else: those with rows).
     `keep_state`: also compute the state after the last row (`Outputs.state`), for the next batch."""
@@ -66,7 +98,7 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     rows = prepare(journal)
     d = watermarks.decide(rows, policy, state, partitions)
     if d is None:
-        return _empty(journal, state)
+        return _empty(journal, state, materialize)
     decided, cached = d.rows, [d.rows]
     scopes_before = {s: state.scope(s) for s in _scopes(policy, d.wp_start.values)}
     if policy.idle_timeout is not None and policy.window is not None:
@@ -79,21 +111,17 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     else:
         raised, raise_start = None, None  # no idle timeout: nothing raises the output watermark
     full = watermarks.output_watermark(decided, policy, d.wp_start, raise_start,
-                                       {s: v.raised for s, v in scopes_before.items()}).select(*KEPT)
+                                       {s: v.raised for s, v in scopes_before.items()})
+    rows = decision_rows(full)
     if materialize is None:
-        full = full.persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(full)
+        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(rows)
     else:
-        full = materialize(full)
+        rows = materialize(rows)
+    full = engine_rows(rows)
 
     in_range = (lambda df: df) if since_seq is None else (lambda df: df.where(F.col("seq") >= since_seq))
-    decisions = in_range(full).select(
-        "seq", "partition", "offset", "kind", "action", "reasons",
-        _instant("timestamp").alias("timestamp"),
-        _instant("watermark").alias("watermark"),
-        _instant("output_watermark").alias("output_watermark"),
-        F.timestamp_micros("arrival").alias("arrival_time"),
-    )
+    decisions = in_range(rows)
     dropped = in_range(full).where(F.col("action").isin("dropped", "quarantined")).select(
         "seq", "partition", "offset", last_reason().alias("reason"),
         F.lit(None).cast("timestamp").alias("window_start"),
@@ -175,11 +203,11 @@ WINDOW_SCHEMA = (
 )
 
 
-def _empty(journal: DataFrame, state: State) -> Outputs:
+def _empty(journal: DataFrame, state: State, materialize: Callable[[DataFrame], DataFrame] | None) -> Outputs:
     spark = journal.sparkSession
-    decisions = spark.createDataFrame([], "seq long, partition int, offset long, kind string, action string, "
-                                          "reasons array<string>, timestamp timestamp, watermark timestamp, "
-                                          "output_watermark timestamp, arrival_time timestamp")
+    decisions = spark.createDataFrame([], DECISION_SCHEMA)
+    if materialize is not None:  # kept like any other decisions (the runner writes them as the table)
+        decisions = materialize(decisions)
     dead = _malformed(journal)
     timeline = spark.createDataFrame([], "partition int, seq long, arrival_time timestamp, watermark timestamp, "
                                          "output_watermark timestamp")

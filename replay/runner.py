@@ -71,14 +71,22 @@ def run(spark: SparkSession, lake: str, policy: Policy, target: str = "productio
     cp = _checkpoint_before(spark, lake, checkpoints_of or target, policy, lo, store)
     if cp is not None:
         rows = rows.where(F.col("seq") > cp.state.seq)
-    scratch = os.path.join(lake, "outputs", target, f"_scratch-{uuid.uuid4().hex}")
-    out = engine.replay(rows, policy, flush=hi is None, since_seq=lo,
-                        materialize=lambda df: _materialize(df, scratch), state=cp and cp.state,
-                        partitions=journal.declared_partitions(spark, lake, store))
     partial = lo is not None or hi is not None
-    with progress(spark, "replay"), _removed(scratch):
+    scratch = os.path.join(lake, "outputs", target, f"_scratch-{uuid.uuid4().hex}")
+    decisions = output_path(lake, target, "decisions")
+    # A whole replay's decisions are the table itself; a range's cover rows outside the range (from the
+    # checkpoint on), so they are kept aside and only the range is written.
+    materialize = ((lambda df: _materialize(df, scratch)) if partial
+                   else (lambda df: _written(store, df, decisions)))
+    with progress(spark, "replay") as step, _removed(scratch):
+        step("decisions")
+        out = engine.replay(rows, policy, flush=hi is None, since_seq=lo, materialize=materialize,
+                            state=cp and cp.state, partitions=journal.declared_partitions(spark, lake, store))
         for name in ("decisions", "windows", "dead_letters", "watermarks"):
-            _write(store, out.tables()[name], output_path(lake, target, name), name, lo, hi, partial)
+            if name != "decisions" or partial:
+                step(name)
+                _write(store, out.tables()[name], output_path(lake, target, name), name, lo, hi, partial)
+        step("metrics")
         # metrics cover the whole target, so they are recomputed from its tables (cheap to scan)
         written = {n: store.read(spark, output_path(lake, target, n)) for n in ("decisions", "dead_letters")}
         store.write(metrics.hourly(written["decisions"], written["dead_letters"]),
@@ -101,6 +109,12 @@ def _materialize(df: DataFrame, folder: str) -> DataFrame:
     """Per-row results, read by every output, kept as Parquet: cheaper than Spark's cache at this size."""
     df.write.parquet(folder)
     return df.sparkSession.read.schema(df.schema).parquet(folder)
+
+
+def _written(store: TableStore, df: DataFrame, path: str) -> DataFrame:
+    """The decisions, written once as the table every other output then reads."""
+    store.write(df, path, mode="overwrite", stats_columns=("seq",))
+    return store.read(df.sparkSession, path)
 
 
 @contextmanager

@@ -88,6 +88,8 @@ class DeltaRsStore:
 
         if mode not in ("append", "overwrite"):
             raise ValueError(f"mode: {mode!r} is not one of append, overwrite")
+        if mode == "overwrite" and replace is not None:
+            raise ValueError(f"replace: {replace} replaces a range; mode 'overwrite' replaces everything, not both")
         if txn is not None:
             done = self.transaction_version(path, txn.app_id)
             if done is not None and done >= txn.version:
@@ -104,10 +106,9 @@ class DeltaRsStore:
         if not exists:
             create_table_with_add_actions(path, _delta_schema(schema), actions, mode="error", commit_properties=props)
         else:
-            table = DeltaTable(path)
-            if mode == "overwrite":
-                actions = _remove_all(table) + actions
-            table.create_write_transaction(actions, mode="append", schema=schema, commit_properties=props)
+            # overwrite removes every live file and takes the new schema (an upgrade may add columns)
+            DeltaTable(path).create_write_transaction(actions, mode=mode,
+                                                      schema=schema, commit_properties=props)
         return DeltaTable(path).version()
 
     def _replace_range(self, spark, table, path, replace: Replace, stats_columns):
@@ -189,13 +190,6 @@ def _plain(v):
     return v if isinstance(v, (int, float, str)) or v is None else str(v)
 
 
-def _remove_all(table):
-    from deltalake.transaction import RemoveAction
-
-    now = int(time.time() * 1000)
-    return [RemoveAction(a["path"], True, now, a["size"], {}) for a in _add_actions(table)]
-
-
 def _write_files(df: DataFrame, path: str, stats_columns) -> list:
     """Executors write Parquet under the table folder; the driver turns the files into Add actions."""
     from deltalake.transaction import AddAction
@@ -259,6 +253,8 @@ class DeltaSparkStore:
     def write(self, df: DataFrame, path: str, *, mode: str = "append", replace: Replace | None = None,
               txn: AppTransaction | None = None, stats_columns: tuple[str, ...] = ()) -> int | None:
         writer = df.write.format("delta").mode("overwrite" if (mode == "overwrite" or replace) else "append")
+        if mode == "overwrite" and replace is None:
+            writer = writer.option("overwriteSchema", "true")
         if replace is not None and self.exists(path):
             cond = f"{replace.column} >= {replace.low}"
             if replace.high is not None:

@@ -19,6 +19,7 @@ from replay.state import KEYS_SCHEMA, PartitionState, State
 
 
 CHUNK_ROWS = 250_000  # seq values per chunk: a chunk is one task of the watermark pass
+LATEST = "latest"  # prefix of the per-partition running watermarks a pass leaves on its rows
 
 
 def chunk_column(size: int = CHUNK_ROWS) -> Column:
@@ -149,9 +150,9 @@ def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int
     event_start = Starts.from_maxima([(r["chunk"], r["partition"], r["e"]) for r in ends], parts,
                                      initial={p: state.partition(p).events for p in parts})
     # The checks run again after the shuffle: moving the 9 journal columns is cheaper than moving 16.
-    rows = _contributions(rows.repartition(floor_start.last - floor_start.first + 1, "chunk"), policy)
+    rows = rows.repartition(floor_start.last - floor_start.first + 1, "chunk")
     if policy.substream_by:
-        decided, keys = _substreams(rows, policy, floor_start, state)
+        decided, keys = _substreams(_contributions(rows, policy), policy, floor_start, state)
         after = {p: PartitionState(floor=floor_start.ends[p], wp=floor_start.ends[p]) for p in parts}
         return Decided(decided, floor_start, after, keys)
     wp_start = floor_start.combine(event_start)
@@ -161,25 +162,34 @@ def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int
 
 
 def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts) -> DataFrame:
-    """Scope = partition. One sorted pass per chunk: each partition's running max of both terms over the
-    chunk (column `latest<i>`, on every row: what the merged output watermark needs too); the row's own
-    partition's value is `wp`, and the same value on the row before is `w_before`."""
+    """Scope = partition. One sorted pass per chunk over narrow rows (the journal columns and the row's
+    contribution `c`): each partition's running max of `c` up to the row and before it. The chunk's starting
+    values and the checks come after, so the sort and the window buffer move as few bytes as possible.
+    Leaves each partition's watermark on every row (`latest<i>`: the merged output watermark needs them);
+    the row's own partition's is `wp`, and its value before the row is `w_before`."""
+    checked = _contributions(rows, policy)
     c = F.greatest("floor_c", F.coalesce("event_c", F.lit(NEG)))
-    rows = start.attach(rows, "s")
-    latest = {p: _running_max(F.when(F.col("partition") == p, c), _upto("chunk"), F.col(start.name(p, "s")))
-              for p in start.values}
-    rows = rows.select("*", *[v.alias(start.name(p, LATEST)) for p, v in latest.items()])
-    in_order = Window.partitionBy("chunk").orderBy("seq")
-    after, before = F.lit(NEG), F.lit(NEG)
+    rows = checked.select(*rows.columns, c.alias("c"))
+    upto, before = _upto("chunk"), _before("chunk")
+    mine = {p: F.when(F.col("partition") == p, F.col("c")) for p in start.values}
+    rows = rows.select(
+        "*",
+        *[F.max(v).over(upto).alias(start.name(p, "upto")) for p, v in mine.items()],
+        *[F.max(v).over(before).alias(start.name(p, "prior")) for p, v in mine.items()],
+    )
+    rows = _contributions(start.attach(rows, "s"), policy)
+
+    def from_start(p, prefix: str) -> Column:  # a running max within the chunk, after the chunk's start value
+        return F.greatest(F.coalesce(start.name(p, prefix), F.lit(NEG)), F.col(start.name(p, "s")))
+
+    rows = rows.select("*", *[from_start(p, "upto").alias(start.name(p, LATEST)) for p in start.values])
+    after, w_before = F.lit(NEG), F.lit(NEG)
     for p in start.values:
-        mine, own = F.col("partition") == p, F.col(start.name(p, LATEST))
-        after = F.when(mine, own).otherwise(after)
-        before = F.when(mine, F.coalesce(F.lag(own).over(in_order), F.col(start.name(p, "s")))).otherwise(before)
-    decided = ordering_check(rows.select("*", before.alias("w_before"), after.alias("wp")), policy)
+        own = F.col("partition") == p
+        after = F.when(own, F.col(start.name(p, LATEST))).otherwise(after)
+        w_before = F.when(own, from_start(p, "prior")).otherwise(w_before)
+    decided = ordering_check(rows.select("*", w_before.alias("w_before"), after.alias("wp")), policy)
     return decided.withColumn("watermark", F.col("wp"))
-
-
-LATEST = "latest"  # prefix of the per-partition running watermarks a pass leaves on its rows
 
 
 def _substreams(rows: DataFrame, policy: Policy, floor_start: Starts, state: State) -> tuple[DataFrame, DataFrame]:
@@ -323,11 +333,12 @@ def timeline(decisions: DataFrame, resolution_us: int = 1_000_000, before: dict[
     `resolution` step (a second by default), with the output watermark at that row. `before`: each
     partition's watermark after earlier rows, whose step is already on the timeline."""
     step = F.floor(F.col("wp") / resolution_us)
-    first = F.min_by(F.struct("seq", "arrival", "wp", "output_watermark"), F.col("seq"))
     reached = {p: w // resolution_us for p, w in (before or {}).items() if w > NEG}
+    # one min_by per column, not one over a struct: fixed-width buffers keep this a hash aggregation
     return (
         decisions.where((F.col("wp") > NEG) & (step > _by_partition(reached, NEG)))
         .groupBy("partition", step.alias("step"))
-        .agg(first.alias("r"))
-        .select("partition", "r.seq", "r.arrival", "r.wp", "r.output_watermark")
+        .agg(F.min("seq").alias("seq"),
+             *[F.min_by(c, "seq").alias(c) for c in ("arrival", "wp", "output_watermark")])
+        .select("partition", "seq", "arrival", "wp", "output_watermark")
     )

@@ -130,7 +130,7 @@ def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool, state:
     state = state or State()
     m = members(decisions, policy)
     closes = close_points(decisions, policy, state).persist()  # small: one row per window index that closes
-    joined = m.join(closes, ["scope", "k"], "left")
+    joined = m.join(F.broadcast(closes), ["scope", "k"], "left")  # members stay where they are: no shuffle
     too_late = F.col("close_seq").isNotNull() & (F.col("seq") > F.col("close_seq"))
     for s, v in state.scopes.items():  # windows the state had closed already
         if v.owm > NEG:
