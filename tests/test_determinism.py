@@ -1,5 +1,6 @@
 """Replays are a pure function of the journal and the policy: same hash on re-runs, shuffle settings and
-replay ranges; conservation of events (spec section 7); the hash sees tampering."""
+replay ranges; conservation of events (spec section 7); the hash sees tampering. The decisions table, which
+every other output is computed from, carries each journal row's key, value and arrival."""
 from __future__ import annotations
 
 import os
@@ -40,6 +41,22 @@ def full(spark, stream):
 
 def _read(spark, lake, target, table):
     return default_store().read(spark, output_path(lake, target, table))
+
+
+def test_each_decision_carries_its_journal_rows_arrival_key_and_value(spark, stream, full):
+    decisions = _read(spark, stream["lake"], "full", "decisions")
+    rows = journal.read(spark, stream["lake"]).where(F.col("kind").isin("event", "clock"))
+    joined = decisions.alias("d").join(rows.alias("j"), "seq")
+    assert joined.count() == decisions.count() == rows.count()
+    for c in ("partition", "offset", "arrival_time", "key", "value"):
+        assert joined.where(~F.col(f"d.{c}").eqNullSafe(F.col(f"j.{c}"))).count() == 0, c
+
+
+def test_without_substreams_the_partition_watermark_is_the_scope_watermark(spark, stream, full):
+    assert not stream["policy"].substream_by
+    decisions = _read(spark, stream["lake"], "full", "decisions")
+    assert decisions.where(F.col("partition_watermark").isNotNull()).count() > 0
+    assert decisions.where(~F.col("watermark").eqNullSafe(F.col("partition_watermark"))).count() == 0
 
 
 def test_hash_is_64_hex_chars(full):
