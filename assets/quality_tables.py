@@ -125,11 +125,11 @@ def memberships(t: Target, decisions: DataFrame) -> DataFrame:
     when independent, else -1), and the window's id as the windows table writes it."""
     p, w = t.policy, t.policy.window
     kept = decisions.where((F.col("kind") == "event") & F.col("action").isin(*KEPT) & F.col("timestamp").isNotNull())
-    keys = t.journal().select("seq", "key")
+    keys = t.journal().select("seq", "key")  # from the journal, not from the decisions being checked
     lo, hi = window_range(F.unix_micros("timestamp"), w)
     start = F.lit(w.offset) + F.col("k") * F.lit(w.hop)
     return (
-        kept.join(keys, "seq")
+        kept.drop("key").join(keys, "seq")
         .select(
             "seq", "arrival_time",
             (F.col("partition") if p.independent else F.lit(-1)).alias("scope"),
