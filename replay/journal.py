@@ -11,6 +11,7 @@ import json
 import os
 from dataclasses import dataclass
 
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -73,20 +74,31 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
         raw = _read_raw(spark, source.root, new)
     else:
         raw = raw_from_lines(landings.read_lines(spark, landing, new))
-    rows = normalize(raw).persist()
-    per_file = rows.groupBy("source").agg(
-        F.max("source_line").alias("lines"),
+    rows, cached = normalize(raw), None
+    lines = _parquet_rows(source, new)
+    if lines is None:  # JSON lines: count each file's lines first, on parsed rows kept for the write
+        rows = cached = rows.persist()
+        lines = {r["source"]: r["lines"]
+                 for r in rows.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
+    version = store.write(with_seq(spark, rows, new, lines, base), path, stats_columns=("seq",))
+    if cached is not None:
+        cached.unpersist()
+    counts = store.read(spark, path).where(F.col("seq") >= base).agg(
         F.count("*").alias("rows"),
         F.count(F.when(F.col("kind") == "event", 1)).alias("events"),
         F.count(F.when(F.col("kind") == "malformed", 1)).alias("malformed"),
         F.count(F.when((F.col("kind") == "event") & F.col("event_time").isNull(), 1)).alias("bad"),
-    ).collect()
-    total = lambda field: sum(r[field] for r in per_file)  # noqa: E731
-    version = store.write(with_seq(spark, rows, new, {r["source"]: r["lines"] for r in per_file}, base),
-                          path, stats_columns=("seq",))
-    rows.unpersist()
-    return IngestResult(new, len(files) - len(new), total("rows"), total("events"), total("malformed"),
-                        total("bad"), version)
+    ).first()
+    return IngestResult(new, len(files) - len(new), counts["rows"], counts["events"], counts["malformed"],
+                        counts["bad"], version)
+
+
+def _parquet_rows(source: landings.Landing, files: list[str]) -> dict[str, int] | None:
+    """Each file's row count from its Parquet footer, when every file is a local Parquet file: seq can then
+    be assigned in the same pass that parses the rows (None: some file must be read to count its lines)."""
+    if not isinstance(source, landings.LocalLanding) or any(FORMATS[os.path.splitext(f)[1]] != "parquet" for f in files):
+        return None
+    return {f: pq.read_metadata(os.path.join(source.root, f)).num_rows for f in files}
 
 
 def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:

@@ -17,6 +17,9 @@ DETERMINISM = {
 LOCAL = {
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
+    # Input splits: enough tasks that every core stays busy to the end of a scan (a 10M-row landing
+    # read as 5 tasks on 2 cores left one core idle for a third of the ingest).
+    "spark.sql.files.minPartitionNum": "16",
     "spark.sql.adaptive.enabled": "true",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",

@@ -220,8 +220,11 @@ def test_parquet_landing_ingests_the_same_rows_as_jsonl(spark, tmp_path):
     js = generate(str(tmp_path / "jsonl"), 1000, fmt="jsonl", **common)
     pq = generate(str(tmp_path / "parquet"), 1000, fmt="parquet", **common)
     assert js["malformed_by_kind"]["broken_line"] == 0
-    ingest(spark, str(tmp_path / "jsonl"), str(tmp_path / "lake_jsonl"))
-    ingest(spark, str(tmp_path / "parquet"), str(tmp_path / "lake_parquet"))
+    from_js = ingest(spark, str(tmp_path / "jsonl"), str(tmp_path / "lake_jsonl"))
+    from_pq = ingest(spark, str(tmp_path / "parquet"), str(tmp_path / "lake_parquet"))  # seq from the footers
+    counted = ("rows", "events", "malformed", "bad_event_time")
+    assert [getattr(from_pq, c) for c in counted] == [getattr(from_js, c) for c in counted]
+    assert from_pq.rows == 1000
     compared = ("seq", "partition", "offset", "kind", "arrival_time", "event_time", "key", "value", "source_line")
 
     def rows(lake):
