@@ -93,10 +93,15 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
                         counts["bad"], version)
 
 
+def _format(name: str) -> str:
+    """A landing file's format ("json" or "parquet"), from its extension."""
+    return FORMATS[os.path.splitext(name)[1]]
+
+
 def _parquet_rows(source: landings.Landing, files: list[str]) -> dict[str, int] | None:
     """Each file's row count from its Parquet footer, when every file is a local Parquet file: seq can then
     be assigned in the same pass that parses the rows (None: some file must be read to count its lines)."""
-    if not isinstance(source, landings.LocalLanding) or any(FORMATS[os.path.splitext(f)[1]] != "parquet" for f in files):
+    if not isinstance(source, landings.LocalLanding) or any(_format(f) != "parquet" for f in files):
         return None
     return {f: pq.read_metadata(os.path.join(source.root, f)).num_rows for f in files}
 
@@ -106,7 +111,7 @@ def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:
     parts = []
     by_format: dict[str, list[str]] = {}
     for f in files:
-        by_format.setdefault(FORMATS[os.path.splitext(f)[1]], []).append(f)
+        by_format.setdefault(_format(f), []).append(f)
     root = os.path.abspath(landing)
     rel = F.regexp_replace(F.expr("try_url_decode(_metadata.file_path)"), "^file:" + "(//)?" + root + "/", "")
     if "json" in by_format:
@@ -116,11 +121,11 @@ def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:
         parts.append(raw_from_lines(lines.select(
             "source", (F.col("pos") + 1).cast("long").alias("source_line"), "line")))
     if "parquet" in by_format:
-        pq = spark.read.parquet(*[os.path.join(root, f) for f in by_format["parquet"]])
-        cols = set(pq.columns)
+        table = spark.read.parquet(*[os.path.join(root, f) for f in by_format["parquet"]])
+        cols = set(table.columns)
         fields = [(F.col(f).cast("string") if f in cols else F.lit(None).cast("string")).alias(f) for f in FIELDS]
-        line = F.to_json(F.struct(*[F.col(f) for f in pq.columns]))
-        parts.append(pq.select(
+        line = F.to_json(F.struct(*[F.col(f) for f in table.columns]))
+        parts.append(table.select(
             rel.alias("source"), (F.col("_metadata.row_index") + 1).alias("source_line"), line.alias("line"),
             *fields))
     out = parts[0]
