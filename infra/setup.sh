@@ -2,6 +2,9 @@
 # README command 1: set up a fresh machine and run the main job on embedded defaults.
 #   - Java 17 (installed with apt-get where it is missing), Python 3.11
 #   - Debian's chromium and chromium-driver (apt-get, where missing): the UI tests drive the Dagster UI headless
+#   - Maven (apt-get, where missing), then the JVM jars into infra/jars/ (git-ignored), once:
+#     infra/jars/spark (delta-spark, Spark's Kafka source: on every SparkSession's spark.jars) and
+#     infra/jars/kafka-broker (the single-node Kafka broker the tests start); nothing is downloaded at run time
 #   - .venv at the repo root with the pinned dependencies (infra/constraints.txt) and `replay`
 #   - then `replay demo`: generate a sample stream, ingest it, replay it, print a summary
 # `--no-demo` stops after the installation (the test command uses it).
@@ -26,6 +29,11 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
   apt_install chromium chromium-driver
 fi
 
+if ! command -v mvn >/dev/null 2>&1; then
+  echo "setup: installing Maven" >&2
+  apt_install maven
+fi
+
 python=$(command -v python3.11 || command -v python3)
 "$python" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
 
@@ -36,6 +44,22 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -c infra/constraints.txt -e '.[test]'
 echo "setup: installed $(.venv/bin/python -c 'import pyspark, deltalake, dagster; print(f"pyspark {pyspark.__version__}, deltalake {deltalake.__version__}, dagster {dagster.__version__}")')" >&2
+
+# JVM jars, resolved once: a folder that is already complete (its .resolved stamp names the pom's checksum)
+# is left alone, so a second set-up asks Maven for nothing.
+resolve_jars() {
+  local name=$1 pom=infra/maven/$1/pom.xml dir=infra/jars/$1 sum
+  sum=$(sha256sum "$pom" | cut -d' ' -f1)
+  if [ "$(cat "$dir/.resolved" 2>/dev/null)" = "$sum" ]; then return; fi
+  echo "setup: resolving the $name jars with Maven into $dir" >&2
+  rm -rf "$dir"
+  mvn -q -B -Dstyle.color=never -f "$pom" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$PWD/$dir"
+  if [ "$name" = spark ]; then .venv/bin/python infra/prune_jars.py "$dir"; fi
+  echo "$sum" > "$dir/.resolved"
+}
+resolve_jars spark
+resolve_jars kafka-broker
 
 if [ "${1:-}" != "--no-demo" ]; then
   .venv/bin/replay demo

@@ -1,10 +1,22 @@
 """One place that builds the SparkSession, so local runs, tests and clusters agree on settings."""
 from __future__ import annotations
 
+import glob
 import os
 import sys
 
 from pyspark.sql import SparkSession
+
+# The jars infra/setup.sh resolves with Maven (delta-spark, Spark's Kafka source); RETRACE_JARS points
+# elsewhere, e.g. at a folder shipped to a cluster. Nothing is resolved at run time.
+JARS = os.environ.get("RETRACE_JARS") or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                      "infra", "jars", "spark")
+DELTA = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # idempotent commits (txnAppId) look up the table's transactions: keep them in the checksum file
+    "spark.databricks.delta.setTransactionsInCrc.writeOnCommit": "true",
+}
 
 # Settings that make results independent of the wall clock and the machine's time zone.
 DETERMINISM = {
@@ -24,6 +36,8 @@ LOCAL = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "4g",
+    # Delta rebuilds a table's state in 50 tasks by default: 2 s per idempotent commit on 2 cores, 1 s with 2
+    "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
@@ -45,8 +59,17 @@ def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None) -> 
             builder = builder.config(k, v)
     # Python workers run the interpreter of the driver, so they see the same packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    for k, v in {**DETERMINISM, **(conf or {})}.items():
+    for k, v in {**DETERMINISM, **DELTA, "spark.jars": ",".join(jars()), **(conf or {})}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def jars(folder: str = JARS) -> list[str]:
+    """The jar files of `folder`; a clear error when set-up has not resolved them."""
+    found = sorted(glob.glob(os.path.join(folder, "*.jar")))
+    if not any(os.path.basename(j).startswith("delta-spark_") for j in found):
+        raise RuntimeError(f"no delta-spark jar in {folder}: run `bash infra/setup.sh --no-demo` once to resolve "
+                           "the JVM jars with Maven (or point RETRACE_JARS at a folder that has them)")
+    return found
