@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay import checkpoints, engine, journal, metrics
+from replay import checkpoints, engine, journal, locks, metrics
 from replay.durations import parse_instant
 from replay.policy import Policy
 from replay.progress import progress
@@ -60,9 +60,13 @@ def seq_bounds(rows: DataFrame, start: str | None, end: str | None) -> tuple[int
 def run(spark: SparkSession, lake: str, policy: Policy, target: str = "production", start: str | None = None,
         end: str | None = None, store: TableStore | None = None, checkpoints_of: str | None = None) -> RunSummary:
     """Replay the journal (or the arrival range [start, end)) into LAKE/outputs/<target>/. A range replay
-    starts from the latest checkpoint before `start` of target `checkpoints_of` (default: `target`)."""
-    check_target(target)
-    store = store or default_store()
+    starts from the latest checkpoint before `start` of target `checkpoints_of` (default: `target`).
+    Holds the target's lock: one writer at a time."""
+    with locks.hold(locks.target_lock(lake, check_target(target)), "run"):
+        return _run(spark, lake, policy, target, start, end, store or default_store(), checkpoints_of)
+
+
+def _run(spark, lake, policy, target, start, end, store, checkpoints_of) -> RunSummary:
     began = time.perf_counter()
     rows = journal.read(spark, lake, store)
     lo, hi = seq_bounds(rows, start, end)
