@@ -181,8 +181,10 @@ class LiveJob:
         batch = self.cp.batch + 1
         span = rows.agg(F.min("seq").alias("lo"), F.max("seq").alias("hi"), F.count("*").alias("n"),
                         F.count(F.when(F.col("kind") == "clock", 1)).alias("clocks")).first()
+        history = self.store.read(self.spark, journal.journal_path(self.lake))  # for duplicate (partition, offset)
+        history = history.where(F.col("seq") <= self.cp.state.seq)
         out = engine.replay(rows, self.policy, flush=True, state=self.cp.state,
-                            partitions=self.source_partitions, keep_state=True)
+                            partitions=self.source_partitions, keep_state=True, history=history)
         tables = out.tables()
         txn = lambda name: AppTransaction(f"retrace-{self.target}-{name}", batch)  # noqa: E731
         for name in ("decisions", "dead_letters", "watermarks"):

@@ -73,7 +73,9 @@ def _run(spark, lake, policy, target, start, end, store, checkpoints_of) -> RunS
     if hi is not None:
         rows = rows.where(F.col("seq") < hi)
     cp = _checkpoint_before(spark, lake, checkpoints_of or target, policy, lo, store)
+    history = None
     if cp is not None:
+        history = rows.where(F.col("seq") <= cp.state.seq)  # where earlier copies of a (partition, offset) are
         rows = rows.where(F.col("seq") > cp.state.seq)
     partial = lo is not None or hi is not None
     scratch = os.path.join(lake, "outputs", target, f"_scratch-{uuid.uuid4().hex}")
@@ -85,7 +87,8 @@ def _run(spark, lake, policy, target, start, end, store, checkpoints_of) -> RunS
     with progress(spark, "replay") as step, _removed(scratch):
         step("decisions")
         out = engine.replay(rows, policy, flush=hi is None, since_seq=lo, materialize=materialize,
-                            state=cp and cp.state, partitions=journal.declared_partitions(spark, lake, store))
+                            state=cp and cp.state, partitions=journal.declared_partitions(spark, lake, store),
+                            history=history)
         for name in ("decisions", "windows", "dead_letters", "watermarks"):
             if name != "decisions" or partial:
                 step(name)
