@@ -157,6 +157,7 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     else:
         win = _no_windows(journal)
         dead = dropped.unionByName(malformed)
+    dead = _with_raw(dead, journal)
     before = {p: v.wp for p, v in state.partitions.items()}
     timeline = watermarks.timeline(in_range(full), before=before).select(
         "partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
@@ -210,6 +211,15 @@ def _malformed(journal: DataFrame) -> DataFrame:
     )
 
 
+def _with_raw(dead: DataFrame, journal: DataFrame) -> DataFrame:
+    """Dead letters keep what was read and where: `source`, `source_line` and `payload` (the raw text the
+    journal kept for a malformed row or an event without a valid event time; else the journal row as JSON)."""
+    row = F.to_json(F.struct("partition", "offset", "arrival_time", "event_time", "key", "value"))
+    raw = journal.select("seq", F.coalesce("payload", F.when(F.col("kind") == "event", row)).alias("payload"),
+                         "source", "source_line")
+    return dead.join(raw, "seq", "left")
+
+
 def _no_windows(journal: DataFrame) -> DataFrame:
     spark = journal.sparkSession
     return spark.createDataFrame([], WINDOW_SCHEMA)
@@ -225,7 +235,7 @@ def _empty(journal: DataFrame, state: State, materialize: Callable[[DataFrame], 
     decisions = spark.createDataFrame([], DECISION_SCHEMA)
     if materialize is not None:  # kept like any other decisions (the runner writes them as the table)
         decisions = materialize(decisions)
-    dead = _malformed(journal)
+    dead = _with_raw(_malformed(journal), journal)
     timeline = spark.createDataFrame([], "partition int, seq long, arrival_time timestamp, watermark timestamp, "
                                          "output_watermark timestamp")
     return Outputs(decisions, _no_windows(journal), dead, timeline, metrics.hourly(decisions, dead), state=state)

@@ -42,7 +42,8 @@ def test_a_repeated_offset_is_journaled_then_quarantined_and_windowed_once(spark
     quarantined = _table(spark, lake, "decisions").where(F.col("action") == "quarantined").collect()
     assert [(q["seq"], q["offset"], q["reasons"]) for q in quarantined] == [(3, 1, ["duplicate"])]
     letters = _table(spark, lake, "dead_letters").where(F.col("reason") == "duplicate").collect()
-    assert [(d["seq"], d["offset"]) for d in letters] == [(3, 1)]
+    assert [(d["seq"], d["offset"], d["source"], d["source_line"]) for d in letters] == [(3, 1, "b.jsonl", 1)]
+    assert json.loads(letters[0]["payload"])["offset"] == 1  # what was read, kept with the dead letter
     windows = _table(spark, lake, "windows").agg(F.sum("count").alias("n"), F.sum("sum").alias("s")).first()
     assert (windows["n"], windows["s"]) == (4, 15.0)
     metrics = _table(spark, lake, "metrics").agg(F.sum("duplicate_offsets").alias("d"),
