@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay import journal
+from replay import journal, locks
 from replay.policy import Policy
 from replay.runner import check_target, output_path, run
 from replay.store import TableStore, default_store
@@ -107,6 +107,8 @@ def verify(spark: SparkSession, lake: str, policy: Policy, start: str | None = N
         return report
     finally:
         shutil.rmtree(os.path.join(lake, "outputs", scratch), ignore_errors=True)
+        if os.path.exists(locks.target_lock(lake, scratch)):
+            os.remove(locks.target_lock(lake, scratch))
 
 
 def journal_violations(rows: DataFrame) -> list[str]:
