@@ -26,12 +26,15 @@ def journal(context: dg.AssetExecutionContext, retrace: RetraceResource) -> dg.M
 
     spark = retrace.spark()
     r = journal_table.ingest(spark, retrace.landing, retrace.lake)
+    for change in r.changed:  # journaled landing files are immutable: a change is reported, never re-read
+        context.log.warning(change.line())
     window = context.partition_time_window
     rows = journal_table.read(spark, retrace.lake).where(
         (F.col("arrival_time") >= F.lit(window.start)) & (F.col("arrival_time") < F.lit(window.end))).count()
     return dg.MaterializeResult(metadata={
         "files_ingested": len(r.files), "files_already_journaled": r.skipped, "rows_ingested": r.rows,
-        "malformed_rows": r.malformed, "journal_version": r.version if r.version is not None else -1,
+        "malformed_rows": r.malformed, "changed_landing_files": len(r.changed),
+        "duplicate_offsets": r.duplicate_offsets, "backward_offsets": r.backward_offsets, "journal_version": r.version if r.version is not None else -1,
         "rows_in_range": rows, "landing": dg.MetadataValue.path(retrace.landing),
         "lake": dg.MetadataValue.path(retrace.lake),
     })

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay import checkpoints, engine, journal, metrics
+from replay import checkpoints, engine, journal, locks, manifest, metrics
 from replay.checkpoints import Checkpoint, SourcePartition
 from replay.decisions import NEG
 from replay.durations import format_instant
@@ -149,10 +149,12 @@ class LiveJob:
                      default=None)
         now = processing_time(self.clock, latest)
         clocks = self._clock_rows(now, seen, base + sum(per_file.values()))
+        observed = manifest.observe(self.landing, files) if self.landing is not None else {}
         _crash_point("journal")
         self.store.write(events.unionByName(clocks).coalesce(1), path, stats_columns=("seq",))
         rows.unpersist()
         _crash_point("journaled")
+        manifest.record(self.spark, self.lake, observed, self.store)
         return self.store.read(self.spark, path).where(F.col("seq") >= base)
 
     def _clock_rows(self, now: int, seen: dict, first_seq: int) -> DataFrame:
@@ -179,8 +181,10 @@ class LiveJob:
         batch = self.cp.batch + 1
         span = rows.agg(F.min("seq").alias("lo"), F.max("seq").alias("hi"), F.count("*").alias("n"),
                         F.count(F.when(F.col("kind") == "clock", 1)).alias("clocks")).first()
+        history = self.store.read(self.spark, journal.journal_path(self.lake))  # for duplicate (partition, offset)
+        history = history.where(F.col("seq") <= self.cp.state.seq)
         out = engine.replay(rows, self.policy, flush=True, state=self.cp.state,
-                            partitions=self.source_partitions, keep_state=True)
+                            partitions=self.source_partitions, keep_state=True, history=history)
         tables = out.tables()
         txn = lambda name: AppTransaction(f"retrace-{self.target}-{name}", batch)  # noqa: E731
         for name in ("decisions", "dead_letters", "watermarks"):
@@ -267,15 +271,26 @@ def run_stream(spark: SparkSession, landing: str, lake: str, policy: Policy, *, 
                max_batches: int | None = None, clock: str = "system", until_idle: bool = False,
                partitions: int | None = None, trigger_seconds: float = 1.0, on_batch=None) -> StreamSummary:
     """Run the live job: micro-batches over the landing source until it is idle (`until_idle`), `max_batches`
-    were committed, or the process is stopped."""
-    from replay import landing as landing_source
-
+    were committed, or the process is stopped. Holds the journal's and the target's locks (one writer at a
+    time) and first reports journaled landing files that changed since."""
     for name, v in (("max_files_per_batch", max_files_per_batch), ("max_bytes_per_batch", max_bytes_per_batch),
                     ("max_batches", max_batches)):
         if v is not None and v < 1:
             raise ValueError(f"{name}: {v} must be at least 1")
+    check_target(target)
+    with locks.hold(locks.journal_lock(lake), "stream"), locks.hold(locks.target_lock(lake, target), "stream"):
+        return _run_stream(spark, landing, lake, policy, target, max_files_per_batch, max_bytes_per_batch,
+                           max_batches, clock, until_idle, partitions, trigger_seconds, on_batch)
+
+
+def _run_stream(spark, landing, lake, policy, target, max_files_per_batch, max_bytes_per_batch, max_batches,
+                clock, until_idle, partitions, trigger_seconds, on_batch) -> StreamSummary:
+    from replay import landing as landing_source
+
     began = time.perf_counter()
     source = landing_source.Landing.of(landing)
+    for change in manifest.changes(source, manifest.load(spark, lake)):  # journaled files are never re-read
+        print(change.line(), file=sys.stderr, flush=True)
     job = LiveJob(spark, lake, policy, target=target, clock=clock, partitions=partitions, landing=source,
                   on_batch=on_batch)
     job.process(spark.createDataFrame([], "source string, source_line long, line string"))  # finish a crashed batch

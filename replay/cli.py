@@ -24,15 +24,25 @@ def cmd_generate(a) -> int:
 
 
 def cmd_ingest(a) -> int:
+    from replay import locks
     from replay.journal import ingest
 
-    r = ingest(_spark(), a.landing, a.lake)
+    with locks.hold(locks.journal_lock(a.lake), "replay ingest", wait=a.wait):  # decided before Spark starts
+        r = ingest(_spark(), a.landing, a.lake)
+    for change in r.changed:
+        print(change.line(), file=sys.stderr)
     if not r.files:
         print(f"nothing to ingest: all {r.skipped} landing files are already in the journal")
-        return 0
-    print(f"ingested {len(r.files)} files ({r.skipped} already journaled): {r.rows} rows, {r.events} events, "
-          f"{r.malformed} malformed rows kept as kind=malformed, {r.bad_event_time} events without a valid "
-          f"event_time (to be quarantined); journal version {r.version}")
+    else:
+        print(f"ingested {len(r.files)} files ({r.skipped} already journaled): {r.rows} rows, {r.events} events, "
+              f"{r.malformed} malformed rows kept as kind=malformed, {r.bad_event_time} events without a valid "
+              f"event_time (to be quarantined), {r.duplicate_offsets} events repeating an earlier (partition, "
+              f"offset) (to be quarantined as duplicate), {r.backward_offsets} events whose offset goes backwards "
+              f"in their partition; journal version {r.version}")
+    if r.changed and not a.accept_changed:
+        print(f"replay ingest: {len(r.changed)} journaled landing files changed (above); landing files are "
+              f"immutable once journaled: put new rows in a new file (--accept-changed to go on)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -40,9 +50,13 @@ def cmd_run(a) -> int:
     from replay.policy import Policy
     from replay.runner import run, summarize
 
+    from replay import locks
+    from replay.runner import check_target
+
     policy = Policy.from_yaml(a.policy)
-    spark = _spark()
-    s = run(spark, a.lake, policy, target=a.target, start=a.start, end=a.end)
+    with locks.hold(locks.target_lock(a.lake, check_target(a.target)), "replay run", wait=a.wait):
+        spark = _spark()
+        s = run(spark, a.lake, policy, target=a.target, start=a.start, end=a.end)
     print(json.dumps({"target": s.target, "seq_from": s.seq_from, "seq_to": s.seq_to,
                       **summarize(spark, a.lake, a.target), "seconds": round(s.seconds, 2)}, indent=2))
     return 0
@@ -52,10 +66,15 @@ def cmd_stream(a) -> int:
     from jobs.stream import run_stream
     from replay.policy import Policy
 
+    from replay import locks
+    from replay.runner import check_target
+
     policy = Policy.from_yaml(a.policy)
-    s = run_stream(_spark(), a.landing, a.lake, policy, target=a.target, max_files_per_batch=a.max_files_per_batch,
-                   max_bytes_per_batch=a.max_bytes_per_batch, max_batches=a.max_batches, clock=a.clock,
-                   until_idle=a.until_idle, partitions=a.partitions)
+    with locks.hold(locks.journal_lock(a.lake), "replay stream", wait=a.wait), \
+            locks.hold(locks.target_lock(a.lake, check_target(a.target)), "replay stream", wait=a.wait):
+        s = run_stream(_spark(), a.landing, a.lake, policy, target=a.target,
+                       max_files_per_batch=a.max_files_per_batch, max_bytes_per_batch=a.max_bytes_per_batch,
+                       max_batches=a.max_batches, clock=a.clock, until_idle=a.until_idle, partitions=a.partitions)
     print(json.dumps({"target": a.target, "batches": s.batches, "rows": s.rows, "clock_rows": s.clock_rows,
                       "seconds": round(s.seconds, 2),
                       "batch_seconds": [round(r.seconds, 2) for r in s.reports]}, indent=2))
@@ -107,6 +126,9 @@ def parser() -> argparse.ArgumentParser:
     i = sub.add_parser("ingest", help="journal new landing files (exactly once)")
     i.add_argument("--landing", required=True, help="a folder or s3://bucket/prefix")
     i.add_argument("--lake", required=True)
+    i.add_argument("--accept-changed", action="store_true",
+                   help="exit 0 although journaled landing files changed (they are reported either way)")
+    _wait_argument(i)
     i.set_defaults(fn=cmd_ingest)
     r = sub.add_parser("run", help="replay the journal into a target's output tables")
     r.add_argument("--lake", required=True)
@@ -114,6 +136,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--from", dest="start", help="ISO arrival time; replay rows arriving from here on")
     r.add_argument("--to", dest="end", help="ISO arrival time; replay rows arriving before this")
     r.add_argument("--target", default="production")
+    _wait_argument(r)
     r.set_defaults(fn=cmd_run)
     s = sub.add_parser("stream", help="the live job: journal and decide landing files in micro-batches")
     s.add_argument("--landing", required=True, help="landing folder or s3://bucket/prefix")
@@ -128,6 +151,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--until-idle", action="store_true", help="stop when every landing file is journaled")
     s.add_argument("--partitions", type=int,
                    help="the source's partition count (needed the first time; recorded with the journal)")
+    _wait_argument(s)
     s.set_defaults(fn=cmd_stream)
     h = sub.add_parser("hash", help="order-independent content hash of a target's outputs")
     h.add_argument("--lake", required=True)
@@ -150,13 +174,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _wait_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wait", type=float, default=None, metavar="SECONDS",
+                   help="when another writer holds the journal or target, wait this long for it "
+                        "(default $RETRACE_LOCK_WAIT or 0: refuse at once, naming the holder)")
+
+
 def main(argv: list[str] | None = None) -> int:
+    from replay.locks import LockBusy
+
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
     except (PolicyError, ValueError, FileNotFoundError) as e:
         print(f"replay {args.command}: {e}", file=sys.stderr)
         return 2
+    except LockBusy as e:
+        print(f"replay {args.command}: {e}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -20,12 +20,20 @@ def _norm(row: dict) -> dict:
 
 
 def _index(rows, key):
-    out = {}
-    for r in map(_norm, rows):
+    """Rows by `key`. A journal may repeat a (partition, offset) (a broker redelivery, quarantined as
+    `duplicate`): rows with a `seq` then match by occurrence in seq order; without one a repeat is an error."""
+    rows = list(map(_norm, rows))
+    ordered = all(r.get("seq") is not None for r in rows)
+    if ordered:
+        rows.sort(key=lambda r: r["seq"])
+    out, seen = {}, {}
+    for r in rows:
         k = tuple(r.get(f) for f in key)
-        if k in out:
+        n = seen.get(k, 0)
+        if n and not ordered:
             raise AssertionError(f"duplicate row for {key}={k}")
-        out[k] = r
+        seen[k] = n + 1
+        out[k + ((n,) if n else ())] = r
     return out
 
 

@@ -14,11 +14,13 @@ def arrival_checks(rows: DataFrame, policy: Policy) -> DataFrame:
     """Steps 1-3, which need only the row itself: quarantine, early, late.
 
     Adds `quarantined`, `early`, `late` (booleans), `passed` (the event goes on to the ordering
-    check) and `t` (its time after steps 2-3, microseconds).
+    check) and `t` (its time after steps 2-3, microseconds). Quarantined: an invalid event time, or a
+    `duplicate` (its (partition, offset) appeared at an earlier seq: the broker's identity of an event,
+    so the first copy wins), which is decided first.
     """
     is_event = F.col("kind") == "event"
     arrival, et = F.col("arrival"), F.col("et")
-    quarantined = is_event & et.isNull()
+    quarantined = is_event & (et.isNull() | F.col("duplicate"))
     E, L = policy.early_arrival_tolerance, policy.late_arrival_tolerance
     early = F.lit(False) if E is None else is_event & ~quarantined & (et > arrival + E)
     t1 = et
@@ -83,7 +85,8 @@ def _reasons(ooo: Column) -> Column:
     one-element arrays, which Spark compiles (a filter over an array would run a lambda per row)."""
     none = F.array().cast("array<string>")
     named = [
-        F.when(F.col("quarantined"), F.array(F.lit("invalid_event_time"))).otherwise(none),
+        F.when(F.col("duplicate") & (F.col("kind") == "event"), F.array(F.lit("duplicate")))
+        .when(F.col("quarantined"), F.array(F.lit("invalid_event_time"))).otherwise(none),
         F.when(F.col("early"), F.array(F.lit("early"))).otherwise(none),
         F.when(F.col("late"), F.array(F.lit("late"))).otherwise(none),
         F.when(ooo, F.array(F.lit("out_of_order"))).otherwise(none),

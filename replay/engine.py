@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from replay import idle, metrics, watermarks, windows
@@ -73,19 +73,35 @@ def engine_rows(decisions: DataFrame) -> DataFrame:
     )
 
 
-def prepare(journal: DataFrame) -> DataFrame:
-    """Journal rows the semantics act on (events and clocks), times in integer microseconds."""
-    return journal.where(F.col("kind").isin("event", "clock")).select(
+def prepare(journal: DataFrame, history: DataFrame | None = None) -> DataFrame:
+    """Journal rows the semantics act on (events and clocks), times in integer microseconds, with
+    `duplicate`: an event whose (partition, offset) appeared at an earlier seq, in `journal` or in
+    `history` (the journal rows before it, when `journal` continues from a checkpoint)."""
+    rows = journal.where(F.col("kind").isin("event", "clock")).select(
         "seq", "partition", "offset", "kind",
         F.unix_micros("arrival_time").alias("arrival"),
         F.unix_micros("event_time").alias("et"),
         "key", "value",
     )
+    first = Window.partitionBy("partition", "offset", "kind").orderBy("seq")
+    duplicate = (F.col("kind") == "event") & (F.row_number().over(first) > 1)
+    if history is not None:
+        seen = (history.where(F.col("kind") == "event").select("partition", "offset")
+                .join(rows.where(F.col("kind") == "event").select("partition", "offset"), ["partition", "offset"],
+                      "left_semi")
+                .distinct().withColumn("seen", F.lit(True)))
+        rows = rows.join(seen, ["partition", "offset"], "left")
+        duplicate = duplicate | ((F.col("kind") == "event") & F.col("seen").isNotNull())
+    return rows.select(*_PREPARED, duplicate.alias("duplicate"))
+
+
+_PREPARED = ("seq", "partition", "offset", "kind", "arrival", "et", "key", "value")
 
 
 def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq: int | None = None,
            materialize: Callable[[DataFrame], DataFrame] | None = None, state: State | None = None,
-           partitions: list[int] | None = None, keep_state: bool = False) -> Outputs:
+           partitions: list[int] | None = None, keep_state: bool = False,
+           history: DataFrame | None = None) -> Outputs:
     """Run the spec over `journal` (rows with seq, partition, offset, kind, arrival_time, event_time,
     key, value). `flush`: the journal is complete, so open windows are flushed (if the policy says so).
     `since_seq`: keep only outputs of rows from this seq on (the history before it still counts).
@@ -93,9 +109,10 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     persisted); the runner writes them as the decisions table and reads that back.
     `state`: the state after the rows before `journal` (a checkpoint); `Outputs.state` is the state after it.
     `partitions`: the partitions of the source, when known up front (else: those with rows).
-    `keep_state`: also compute the state after the last row (`Outputs.state`), for the next batch."""
+    `keep_state`: also compute the state after the last row (`Outputs.state`), for the next batch.
+    `history`: the journal rows before `journal` (with `state`), where duplicate (partition, offset) are found."""
     state = state or State()
-    rows = prepare(journal)
+    rows = prepare(journal, history)
     d = watermarks.decide(rows, policy, state, partitions)
     if d is None:
         return _empty(journal, state, materialize)
@@ -140,6 +157,7 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     else:
         win = _no_windows(journal)
         dead = dropped.unionByName(malformed)
+    dead = _with_raw(dead, journal)
     before = {p: v.wp for p, v in state.partitions.items()}
     timeline = watermarks.timeline(in_range(full), before=before).select(
         "partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
@@ -193,6 +211,15 @@ def _malformed(journal: DataFrame) -> DataFrame:
     )
 
 
+def _with_raw(dead: DataFrame, journal: DataFrame) -> DataFrame:
+    """Dead letters keep what was read and where: `source`, `source_line` and `payload` (the raw text the
+    journal kept for a malformed row or an event without a valid event time; else the journal row as JSON)."""
+    row = F.to_json(F.struct("partition", "offset", "arrival_time", "event_time", "key", "value"))
+    raw = journal.select("seq", F.coalesce("payload", F.when(F.col("kind") == "event", row)).alias("payload"),
+                         "source", "source_line")
+    return dead.join(raw, "seq", "left")
+
+
 def _no_windows(journal: DataFrame) -> DataFrame:
     spark = journal.sparkSession
     return spark.createDataFrame([], WINDOW_SCHEMA)
@@ -208,7 +235,7 @@ def _empty(journal: DataFrame, state: State, materialize: Callable[[DataFrame], 
     decisions = spark.createDataFrame([], DECISION_SCHEMA)
     if materialize is not None:  # kept like any other decisions (the runner writes them as the table)
         decisions = materialize(decisions)
-    dead = _malformed(journal)
+    dead = _with_raw(_malformed(journal), journal)
     timeline = spark.createDataFrame([], "partition int, seq long, arrival_time timestamp, watermark timestamp, "
                                          "output_watermark timestamp")
     return Outputs(decisions, _no_windows(journal), dead, timeline, metrics.hourly(decisions, dead), state=state)

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from replay import landing as landings
+from replay import locks, manifest
 from replay.store import TableStore, default_store
 
 SCHEMA = (
@@ -40,6 +41,9 @@ class IngestResult:
     malformed: int
     bad_event_time: int
     version: int | None
+    changed: list[manifest.Change] = ()  # journaled landing files that changed since (reported, not re-read)
+    duplicate_offsets: int = 0  # new events whose (partition, offset) appeared earlier (quarantined by the engine)
+    backward_offsets: int = 0  # new events whose offset is below the previous event's in their partition
 
 
 def read(spark: SparkSession, lake: str, store: TableStore | None = None) -> DataFrame:
@@ -56,8 +60,13 @@ def landing_files(landing: str) -> list[str]:
 
 
 def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | None = None) -> IngestResult:
-    """Journal every landing file not journaled yet, in one commit (a folder or s3://bucket/prefix)."""
-    store = store or default_store()
+    """Journal every landing file not journaled yet, in one commit (a folder or s3://bucket/prefix), holding
+    the journal's lock (one writer at a time); journaled files that changed since are reported."""
+    with locks.hold(locks.journal_lock(lake), "ingest"):
+        return _ingest(spark, landing, lake, store or default_store())
+
+
+def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore) -> IngestResult:
     path = journal_path(lake)
     source = landings.Landing.of(landing)
     files = [f.name for f in source.files()]
@@ -68,8 +77,13 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
         base = (stats["hi"] + 1) if stats["hi"] is not None else 0
         done = set(stats["sources"])
     new = [f for f in files if f not in done]
+    recorded = manifest.load(spark, lake, store)
+    old = [f for f in files if f in done]
+    changed = manifest.changes(source, recorded, old)
+    manifest.record(spark, lake, manifest.observe(source, [f for f in old if f not in recorded]), store)  # older lakes
     if not new:
-        return IngestResult([], len(files), 0, 0, 0, 0, None)
+        return IngestResult([], len(files), 0, 0, 0, 0, None, changed)
+    observed = manifest.observe(source, new)  # before reading: a file growing while it is read shows as changed
     if isinstance(source, landings.LocalLanding):
         raw = _read_raw(spark, source.root, new)
     else:
@@ -89,8 +103,27 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
         F.count(F.when(F.col("kind") == "malformed", 1)).alias("malformed"),
         F.count(F.when((F.col("kind") == "event") & F.col("event_time").isNull(), 1)).alias("bad"),
     ).first()
+    manifest.record(spark, lake, observed, store)
+    identity = offset_identity(store.read(spark, path)).where(F.col("seq") >= base).agg(
+        F.count(F.when(F.col("duplicate"), 1)).alias("duplicate"),
+        F.count(F.when(F.col("backward"), 1)).alias("backward")).first()
     return IngestResult(new, len(files) - len(new), counts["rows"], counts["events"], counts["malformed"],
-                        counts["bad"], version)
+                        counts["bad"], version, changed, identity["duplicate"], identity["backward"])
+
+
+def offset_identity(rows: DataFrame) -> DataFrame:
+    """Events with `duplicate` (their (partition, offset), the broker's identity of an event, appeared at an
+    earlier seq) and `backward` (offset below the previous event's in the partition, in seq order)."""
+    from pyspark.sql import Window
+
+    events = rows.where(F.col("kind") == "event").select("seq", "partition", "offset")
+    first = Window.partitionBy("partition", "offset").orderBy("seq")
+    previous = Window.partitionBy("partition").orderBy("seq")
+    return events.select(
+        "seq", "partition", "offset",
+        (F.row_number().over(first) > 1).alias("duplicate"),
+        F.coalesce(F.col("offset") < F.lag("offset").over(previous), F.lit(False)).alias("backward"),
+    )
 
 
 def _format(name: str) -> str:

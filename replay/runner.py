@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay import checkpoints, engine, journal, metrics
+from replay import checkpoints, engine, journal, locks, metrics
 from replay.durations import parse_instant
 from replay.policy import Policy
 from replay.progress import progress
@@ -60,16 +60,22 @@ def seq_bounds(rows: DataFrame, start: str | None, end: str | None) -> tuple[int
 def run(spark: SparkSession, lake: str, policy: Policy, target: str = "production", start: str | None = None,
         end: str | None = None, store: TableStore | None = None, checkpoints_of: str | None = None) -> RunSummary:
     """Replay the journal (or the arrival range [start, end)) into LAKE/outputs/<target>/. A range replay
-    starts from the latest checkpoint before `start` of target `checkpoints_of` (default: `target`)."""
-    check_target(target)
-    store = store or default_store()
+    starts from the latest checkpoint before `start` of target `checkpoints_of` (default: `target`).
+    Holds the target's lock: one writer at a time."""
+    with locks.hold(locks.target_lock(lake, check_target(target)), "run"):
+        return _run(spark, lake, policy, target, start, end, store or default_store(), checkpoints_of)
+
+
+def _run(spark, lake, policy, target, start, end, store, checkpoints_of) -> RunSummary:
     began = time.perf_counter()
     rows = journal.read(spark, lake, store)
     lo, hi = seq_bounds(rows, start, end)
     if hi is not None:
         rows = rows.where(F.col("seq") < hi)
     cp = _checkpoint_before(spark, lake, checkpoints_of or target, policy, lo, store)
+    history = None
     if cp is not None:
+        history = rows.where(F.col("seq") <= cp.state.seq)  # where earlier copies of a (partition, offset) are
         rows = rows.where(F.col("seq") > cp.state.seq)
     partial = lo is not None or hi is not None
     scratch = os.path.join(lake, "outputs", target, f"_scratch-{uuid.uuid4().hex}")
@@ -81,7 +87,8 @@ def run(spark: SparkSession, lake: str, policy: Policy, target: str = "productio
     with progress(spark, "replay") as step, _removed(scratch):
         step("decisions")
         out = engine.replay(rows, policy, flush=hi is None, since_seq=lo, materialize=materialize,
-                            state=cp and cp.state, partitions=journal.declared_partitions(spark, lake, store))
+                            state=cp and cp.state, partitions=journal.declared_partitions(spark, lake, store),
+                            history=history)
         for name in ("decisions", "windows", "dead_letters", "watermarks"):
             if name != "decisions" or partial:
                 step(name)

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay import journal
+from replay import journal, locks
 from replay.policy import Policy
 from replay.runner import check_target, output_path, run
 from replay.store import TableStore, default_store
@@ -50,15 +50,17 @@ class VerifyReport:
     seq_to: int | None
     tables: list[TableDiff]
     hours: list[str]  # arrival hours (ISO, UTC) whose rows differ: what a recovery replays
+    journal_violations: list[str] = field(default_factory=list)  # the journal's own invariants broken
 
     @property
     def identical(self) -> bool:
-        return all(t.identical for t in self.tables)
+        return all(t.identical for t in self.tables) and not self.journal_violations
 
     def to_dict(self) -> dict:
         return {
             "target": self.target, "from": self.start, "to": self.end, "seq_from": self.seq_from,
             "seq_to": self.seq_to, "identical": self.identical, "hours": self.hours,
+            "journal_violations": self.journal_violations,
             "tables": {t.table: {"rows_compared": t.rows_compared, "only_in_target": t.only_in_target,
                                  "only_in_replay": t.only_in_replay, "first_seq": t.first_seq,
                                  "flushed_differ": t.flushed_differ, "examples": t.examples}
@@ -68,7 +70,8 @@ class VerifyReport:
     def text(self) -> str:
         span = f"seq [{self.seq_from or 0}, {'end' if self.seq_to is None else self.seq_to})"
         head = (f"verify {self.target} from {self.start or 'the start'} to {self.end or 'the end'} ({span}): "
-                f"{'identical' if self.identical else 'DIFFERENT'}")
+                f"{'identical' if all(t.identical for t in self.tables) else 'DIFFERENT'}"
+                f"{'; JOURNAL INVARIANTS BROKEN' if self.journal_violations else ''}")
         lines = [head]
         for t in self.tables:
             if t.identical:
@@ -82,6 +85,7 @@ class VerifyReport:
             lines += [f"    {e}" for e in t.examples]
         if self.hours:
             lines.append(f"  hours that differ: {', '.join(self.hours)}")
+        lines += [f"  journal: {v}" for v in self.journal_violations]
         return "\n".join(lines)
 
 
@@ -97,10 +101,35 @@ def verify(spark: SparkSession, lake: str, policy: Policy, start: str | None = N
     scratch = f"_verify-{uuid.uuid4().hex[:12]}"
     try:
         summary = run(spark, lake, policy, target=scratch, start=start, end=end, store=store)
-        return compare(spark, lake, target, scratch, summary.seq_from, summary.seq_to, start=start, end=end,
-                       store=store)
+        report = compare(spark, lake, target, scratch, summary.seq_from, summary.seq_to, start=start, end=end,
+                         store=store)
+        report.journal_violations = journal_violations(journal.read(spark, lake, store))
+        return report
     finally:
         shutil.rmtree(os.path.join(lake, "outputs", scratch), ignore_errors=True)
+        if os.path.exists(locks.target_lock(lake, scratch)):
+            os.remove(locks.target_lock(lake, scratch))
+
+
+def journal_violations(rows: DataFrame) -> list[str]:
+    """The journal's own invariants, each broken one named with its count and an example: `seq` unique,
+    (source, source_line) unique (a landing line journaled once), and among events (partition, offset)
+    unique within a landing file (across files a repeat is a broker redelivery, quarantined as `duplicate`)."""
+    checks = [
+        ("seq", ["seq"], rows),
+        ("(source, source_line)", ["source", "source_line"], rows.where(F.col("source").isNotNull())),
+        ("(partition, offset) within a landing file", ["source", "partition", "offset"],
+         rows.where((F.col("kind") == "event") & F.col("source").isNotNull())),
+    ]
+    out = []
+    for name, key, df in checks:
+        repeated = df.groupBy(*key).agg(F.count("*").alias("n"), F.min("seq").alias("first_seq")).where("n > 1")
+        stats = repeated.agg(F.count("*").alias("keys"), F.sum("n").alias("rows")).first()
+        if stats["keys"]:
+            example = repeated.orderBy("first_seq").first().asDict()
+            out.append(f"{name} not unique: {stats['keys']} values on {stats['rows']} rows, e.g. "
+                       f"{_short({k: example[k] for k in key})} x{example['n']} (first at seq {example['first_seq']})")
+    return out
 
 
 def in_range(df: DataFrame, table: str, lo: int | None, hi: int | None) -> DataFrame:

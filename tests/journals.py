@@ -87,12 +87,15 @@ def journals(draw):
     n_partitions = draw(st.integers(1, 3))
     n_rows = draw(st.integers(0, 40))
     arrival = START + timedelta(seconds=draw(st.integers(0, 5)))
-    next_offset = {}
+    next_offset, used = {}, {}
     rows = []
     for _ in range(n_rows):
         p = draw(st.integers(0, n_partitions - 1))
         offset = next_offset.get(p, draw(st.integers(0, 3)))
         next_offset[p] = offset + draw(st.integers(1, 2))
+        if draw(st.integers(0, 9)) == 0 and used.get(p):  # a redelivery: an offset seen before (a duplicate)
+            offset = draw(st.sampled_from(used[p]))
+        used.setdefault(p, []).append(offset)
         arrival += timedelta(seconds=draw(st.sampled_from([0, 1, 1, 1, 2, 3, 5, -1])))
         row = {"partition": p, "offset": offset, "arrival_time": _iso(arrival)}
         if draw(st.integers(0, 9)) < 2:

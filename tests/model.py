@@ -109,7 +109,7 @@ def check_out_of_order(pol, t, w_before, reasons):
 
 def action_of(reasons, t, adjusted):
     """Step 5: the decision's action from what the checks did."""
-    if reasons[:1] == ["invalid_event_time"]:
+    if reasons[:1] in (["duplicate"], ["invalid_event_time"]):
         return "quarantined"
     return "dropped" if t is None else "adjusted" if adjusted else "accepted"
 
@@ -123,6 +123,7 @@ class Replay:
         self.pol = pol
         self.partitions = {r["partition"] for r in journal}  # §1: the source's partitions
         self.seen = set()                 # partitions that have had a row
+        self.identities = set()           # (partition, offset) of the events so far: a repeat is a duplicate
         self.event_term = {}              # scope -> max(timestamp - O) over its kept events (§4)
         self.floor = {}                   # partition -> max(arrival - L) over all its rows (§4)
         self.counted, self.reference, self.punctuation = {}, {}, {}  # partition -> punctuated state
@@ -260,9 +261,12 @@ class Replay:
     def decide(self, seq, row, scope, arrival):
         """§3 steps 1-5 for one event; feeds its watermark (§4); returns (timestamp, action, reasons)."""
         t, reasons = instant(row.get("event_time")), []
-        if t is None:
-            reasons.append("invalid_event_time")
-            adjusted = False
+        identity = (row["partition"], row["offset"])
+        duplicate = identity in self.identities
+        self.identities.add(identity)
+        if duplicate or t is None:  # a duplicate (the first copy wins), then an invalid event time: quarantined
+            reasons.append("duplicate" if duplicate else "invalid_event_time")
+            t, adjusted = None, False
         else:
             w_before = self.scope_watermark(scope)
             t, adj_early = check_early(self.pol, t, arrival, reasons)

@@ -19,7 +19,8 @@ def _outputs(out: engine.Outputs) -> dict:
 
 
 def _in_pieces(spark, policy: Policy, rows: list[dict], cuts: list[int]) -> dict:
-    """Replays rows[0:c1], rows[c1:c2], ... each from the state the one before left; flushes at the end."""
+    """Replays rows[0:c1], rows[c1:c2], ... each from the state the one before left (and the rows before
+    it, where repeated (partition, offset) are found); flushes at the end."""
     df = journal.from_rows(spark, rows).persist()
     partitions = sorted({r["partition"] for r in rows})
     state, result = None, {name: [] for name in SHAPES}
@@ -27,7 +28,7 @@ def _in_pieces(spark, policy: Policy, rows: list[dict], cuts: list[int]) -> dict
     for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
         last = i == len(bounds) - 2
         out = engine.replay(df.where(f"seq >= {lo} AND seq < {hi}"), policy, flush=last, state=state,
-                            partitions=partitions, keep_state=True)
+                            partitions=partitions, keep_state=True, history=df.where(f"seq < {lo}"))
         for name, part in _outputs(out).items():
             result[name] += part
         state = out.state

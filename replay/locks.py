@@ -1,0 +1,114 @@
+"""One writer at a time: an exclusive OS file lock per journal and per target, in the lake folder.
+
+`fcntl.flock` locks belong to an open file and the kernel releases them when the process dies (even by
+SIGKILL), so a crashed writer never leaves a stale lock. The holder writes who it is (pid, host, command,
+since when) into the lock file, so a refused writer can name it. Locks are re-entrant within a process
+(the CLI takes a lock before Spark starts; the library function it calls takes it again).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+
+_held: dict[str, tuple[int, int]] = {}  # lock path -> (fd, depth) held by this process
+_guard = threading.Lock()
+
+
+class LockBusy(RuntimeError):
+    """Another process holds the lock (its details are in the message)."""
+
+
+def journal_lock(lake: str) -> str:
+    """The journal's lock file, next to the journal."""
+    return os.path.join(lake, "journal.lock")
+
+
+def target_lock(lake: str, target: str) -> str:
+    """A target's lock file, next to its folder of output tables."""
+    return os.path.join(lake, "outputs", f"{target}.lock")
+
+
+def holder(path: str) -> str:
+    """Who holds (or last held) the lock, as one phrase, from the lock file."""
+    try:
+        with open(path) as f:
+            h = json.loads(f.read() or "{}")
+    except (OSError, ValueError):
+        h = {}
+    if not h:
+        return "another process (no details recorded yet)"
+    return f"pid {h.get('pid')} on {h.get('host')} ({h.get('command')!r}, since {h.get('since')})"
+
+
+@contextmanager
+def hold(path: str, command: str | None = None, wait: float | None = None, poll: float = 0.2):
+    """Hold the exclusive lock at `path` for the block. When another process holds it, wait up to `wait`
+    seconds (default: $RETRACE_LOCK_WAIT, else 0; saying so on stderr), then raise LockBusy naming the holder."""
+    path = os.path.abspath(path)
+    if wait is None:
+        wait = float(os.environ.get("RETRACE_LOCK_WAIT", "0"))
+    with _guard:
+        if path in _held:  # re-entrant within this process
+            fd, depth = _held[path]
+            _held[path] = (fd, depth + 1)
+            reentered = True
+        else:
+            reentered = False
+    if reentered:
+        try:
+            yield
+        finally:
+            _release(path)
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        _acquire(fd, path, wait, poll)
+    except BaseException:
+        os.close(fd)
+        raise
+    details = {"pid": os.getpid(), "host": socket.gethostname(), "command": command or " ".join(sys.argv),
+               "since": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(details).encode(), 0)
+    os.fsync(fd)
+    with _guard:
+        _held[path] = (fd, 1)
+    try:
+        yield
+    finally:
+        _release(path)
+
+
+def _acquire(fd: int, path: str, wait: float, poll: float) -> None:
+    deadline, said = time.monotonic() + wait, False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                waited = f" after waiting {wait:g}s" if wait > 0 else ""
+                raise LockBusy(f"{path} is locked by {holder(path)}{waited}; one writer at a time "
+                               f"(retry when it has finished, or pass --wait SECONDS)") from None
+            if not said:
+                print(f"waiting up to {wait:g}s for {path}, held by {holder(path)}", file=sys.stderr, flush=True)
+                said = True
+            time.sleep(poll)
+
+
+def _release(path: str) -> None:
+    with _guard:
+        fd, depth = _held[path]
+        if depth > 1:
+            _held[path] = (fd, depth - 1)
+            return
+        del _held[path]
+    os.close(fd)  # closing the last descriptor releases the flock; the file (and its details) stays
