@@ -5,13 +5,16 @@ import argparse
 import json
 import sys
 
+from replay.failures import is_user_failure, one_line
 from replay.policy import PolicyError
 
 
 def _spark():
     from replay.spark import get_spark
 
-    return get_spark("retrace")
+    spark = get_spark("retrace")
+    spark.sparkContext.setLogLevel("FATAL")  # a failure is one line on stderr and a log file (replay.failures)
+    return spark
 
 
 def cmd_generate(a) -> int:
@@ -26,7 +29,7 @@ def cmd_generate(a) -> int:
 def cmd_ingest(a) -> int:
     from replay.journal import ingest
 
-    r = ingest(_spark(), a.landing, a.lake)
+    r = ingest(_spark(), a.landing, a.lake, log=lambda line: print(f"[ingest] {line}", file=sys.stderr, flush=True))
     if not r.files:
         print(f"nothing to ingest: all {r.skipped} landing files are already in the journal")
         return 0
@@ -154,8 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (PolicyError, ValueError, FileNotFoundError) as e:
+    except (PolicyError, ValueError, FileNotFoundError) as e:  # our own messages: already one clear line
         print(f"replay {args.command}: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - Spark, Delta and file-system failures bad input can cause
+        if not is_user_failure(e):
+            raise
+        print(f"replay {args.command}: {one_line(e, args.command)[0]}", file=sys.stderr)
         return 2
 
 

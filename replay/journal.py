@@ -132,7 +132,16 @@ def _parquet_rows(source: landings.Landing, files: list[str]) -> dict[str, int] 
     be assigned in the same pass that parses the rows (None: some file must be read to count its lines)."""
     if not isinstance(source, landings.LocalLanding) or any(_format(f) != "parquet" for f in files):
         return None
-    return {f: pq.read_metadata(os.path.join(source.root, f)).num_rows for f in files}
+    return {f: _footer(os.path.join(source.root, f)).num_rows for f in files}
+
+
+def _footer(path: str):
+    """A Parquet file's footer; a file that has none is refused naming it (it cannot be split into rows)."""
+    try:
+        return pq.read_metadata(path)
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        raise ValueError(f"landing file {path} is not a Parquet file ({' '.join(str(e).split())}); repair it or "
+                         "move it out of the landing, then ingest again") from None
 
 
 def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:
@@ -172,7 +181,7 @@ def _by_schema(root: str, files: list[str]) -> list[list[str]]:
     """Parquet files grouped by their footer's schema (one group when the landing is uniform)."""
     groups: dict[str, list[str]] = {}
     for f in files:
-        schema = pq.read_schema(os.path.join(root, f))
+        schema = _footer(os.path.join(root, f)).schema.to_arrow_schema()
         key = schema.remove_metadata().to_string(show_field_metadata=False)
         groups.setdefault(key, []).append(f)
     return list(groups.values())

@@ -125,3 +125,36 @@ def test_an_empty_landing_file_is_journaled_once(spark, tmp_path):
     runner.run(spark, lake, POLICY)
     assert verify(spark, lake, POLICY).identical
     assert version == 0
+
+
+def test_a_landing_file_spark_cannot_read_fails_the_command_in_one_line_naming_it(spark, tmp_path, capsys):
+    from replay import cli
+
+    landing, lake = str(tmp_path / "land ing"), str(tmp_path / "lake")
+    os.makedirs(landing)
+    path = os.path.join(landing, "torn (1).parquet")
+    pq.write_table(pa.Table.from_pylist([event(i) for i in range(200)]), path, compression="none")
+    with open(path, "r+b") as f:  # the footer is intact, the first data pages are not
+        f.seek(4)
+        f.write(b"\xff" * 64)
+    try:
+        code = cli.main(["ingest", "--landing", landing, "--lake", lake])
+    finally:
+        spark.sparkContext.setLogLevel("ERROR")  # the command silences Spark's own log; the suite keeps it
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("replay ingest:")]
+    assert code == 2
+    assert len(err) == 1 and path in err[0] and "full trace in" in err[0], err
+    log = err[0].rsplit("full trace in ", 1)[1]
+    assert "Traceback" in open(log).read()
+    assert not default_store().exists(journal.journal_path(lake))  # nothing half-journaled
+
+
+def test_a_landing_file_that_is_not_parquet_is_refused_naming_it(spark, tmp_path):
+    landing, lake = str(tmp_path / "landing"), str(tmp_path / "lake")
+    write_jsonl(landing, "a.jsonl", [event(0)])
+    with open(os.path.join(landing, "b.parquet"), "wb") as f:
+        f.write(b"not parquet at all")
+    with pytest.raises(ValueError) as info:
+        ingest(spark, landing, lake)
+    message = str(info.value)
+    assert os.path.join(landing, "b.parquet") in message and "\n" not in message, message
