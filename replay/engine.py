@@ -136,10 +136,10 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
         if since_seq is not None:
             win = win.where(F.col("emitted_at").isNull() | (F.col("emitted_at") >= since_seq))
             closed = closed.where(F.col("seq") >= since_seq)
-        dead = dropped.unionByName(closed).unionByName(malformed)
+        dead = _with_source(dropped.unionByName(closed), journal).unionByName(malformed)
     else:
         win = _no_windows(journal)
-        dead = dropped.unionByName(malformed)
+        dead = _with_source(dropped, journal).unionByName(malformed)
     before = {p: v.wp for p, v in state.partitions.items()}
     timeline = watermarks.timeline(in_range(full), before=before).select(
         "partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
@@ -186,11 +186,21 @@ def _state_after(full: DataFrame, policy: Policy, d: watermarks.Decided, state: 
 
 
 def _malformed(journal: DataFrame) -> DataFrame:
-    """Landing rows that could not be placed are dead letters too: nothing is lost."""
+    """Landing rows that could not be placed are dead letters too, with their raw text and where they came
+    from (landing file and line), so they can be found and repaired: nothing is lost."""
     return journal.where(F.col("kind") == "malformed").select(
         "seq", "partition", "offset", F.lit("malformed").alias("reason"),
-        F.lit(None).cast("timestamp").alias("window_start"), "arrival_time",
+        F.lit(None).cast("timestamp").alias("window_start"), "arrival_time", *SOURCE_COLUMNS,
     )
+
+
+SOURCE_COLUMNS = ("payload", "source", "source_line")
+
+
+def _with_source(dead: DataFrame, journal: DataFrame) -> DataFrame:
+    """Dead events with their journal row's raw text (kept for events without a valid event_time) and
+    landing file and line; dead letters are few, so adaptive execution broadcasts them."""
+    return dead.join(journal.select("seq", *SOURCE_COLUMNS), "seq", "left")
 
 
 def _no_windows(journal: DataFrame) -> DataFrame:

@@ -158,3 +158,19 @@ def test_a_landing_file_that_is_not_parquet_is_refused_naming_it(spark, tmp_path
         ingest(spark, landing, lake)
     message = str(info.value)
     assert os.path.join(landing, "b.parquet") in message and "\n" not in message, message
+
+
+def test_dead_letters_keep_the_raw_text_and_the_landing_file_and_line(spark, tmp_path):
+    landing, lake = str(tmp_path / "landing"), str(tmp_path / "lake")
+    no_time = {k: v for k, v in event(2, second=2).items() if k != "event_time"}
+    lines = write_jsonl(landing, "a (1).jsonl", [event(0), event(1, second=1), no_time])
+    with open(os.path.join(landing, "a (1).jsonl"), "a") as f:
+        f.write('{"partition": 0, broken\n')
+    ingest(spark, landing, lake)
+    runner.run(spark, lake, POLICY)
+    dead = {r["reason"]: r for r in default_store().read(
+        spark, runner.output_path(lake, "production", "dead_letters")).collect()}
+    assert (dead["malformed"]["source"], dead["malformed"]["source_line"]) == ("a (1).jsonl", 4)
+    assert dead["malformed"]["payload"] == '{"partition": 0, broken'
+    quarantined = next(r for reason, r in dead.items() if reason != "malformed")
+    assert (quarantined["source"], quarantined["source_line"], quarantined["payload"]) == ("a (1).jsonl", 3, lines[2])
