@@ -85,9 +85,9 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
         to_read = [f for f in new if f not in zero]  # a 0-byte file is not even a valid Parquet file
         if not to_read:
             rows, lines = None, {}
-        elif isinstance(source, landings.LocalLanding):
+        elif isinstance(source, landings.LocalLanding) and not any(":" in source.path(f) for f in to_read):
             rows, lines = normalize(_read_raw(spark, source.root, to_read)), _parquet_rows(source, to_read)
-        else:
+        else:  # S3, or a local name with `:` (Hadoop cannot open it): read by Retrace's own data source
             rows, lines = normalize(raw_from_lines(landings.read_lines(spark, landing, to_read))), None
         cached = None
         if lines is None:  # JSON lines: count each file's lines first, on parsed rows kept for the write

@@ -72,6 +72,15 @@ def test_landing_folder_and_file_names_may_hold_any_character(spark, tmp_path):
     assert verify(spark, lake, POLICY).identical  # the outputs equal a replay of the journal
 
 
+def test_a_file_name_with_a_colon_is_journaled_like_any_other(spark, tmp_path):
+    landing, lake = str(tmp_path / "landing"), str(tmp_path / "lake")
+    write_jsonl(landing, "2024-01-01T00:00:00.jsonl", [event(0), event(1, second=1)])
+    write_jsonl(landing, "plain.jsonl", [event(2, second=2)])
+    r = ingest(spark, landing, lake)
+    assert (r.rows, r.events, r.malformed) == (3, 3, 0)
+    assert journaled_lines(spark, lake) == landing_lines(landing)
+
+
 @pytest.mark.xfail(isinstance(default_store(), DeltaRsStore), strict=True,
                    reason="delta-rs reads the lake path as a URL (%25 -> %) and hands Spark %20-escaped file "
                           "URIs; passes once delta-spark is the store")
