@@ -5,13 +5,16 @@ import argparse
 import json
 import sys
 
+from replay.failures import is_user_failure, one_line
 from replay.policy import PolicyError
 
 
 def _spark():
     from replay.spark import get_spark
 
-    return get_spark("retrace")
+    spark = get_spark("retrace")
+    spark.sparkContext.setLogLevel("FATAL")  # a failure is one line on stderr and a log file (replay.failures)
+    return spark
 
 
 def cmd_generate(a) -> int:
@@ -28,7 +31,8 @@ def cmd_ingest(a) -> int:
     from replay.journal import ingest
 
     with locks.hold(locks.journal_lock(a.lake), "replay ingest", wait=a.wait):  # decided before Spark starts
-        r = ingest(_spark(), a.landing, a.lake)
+        r = ingest(_spark(), a.landing, a.lake,
+                   log=lambda line: print(f"[ingest] {line}", file=sys.stderr, flush=True))
     for change in r.changed:
         print(change.line(), file=sys.stderr)
     if not r.files:
@@ -186,12 +190,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (PolicyError, ValueError, FileNotFoundError) as e:
+    except (PolicyError, ValueError, FileNotFoundError) as e:  # our own messages: already one clear line
         print(f"replay {args.command}: {e}", file=sys.stderr)
         return 2
     except LockBusy as e:
         print(f"replay {args.command}: {e}", file=sys.stderr)
         return 3
+    except Exception as e:  # noqa: BLE001 - Spark, Delta and file-system failures bad input can cause
+        if not is_user_failure(e):
+            raise
+        print(f"replay {args.command}: {one_line(e, args.command)[0]}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

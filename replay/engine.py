@@ -204,7 +204,8 @@ def _state_after(full: DataFrame, policy: Policy, d: watermarks.Decided, state: 
 
 
 def _malformed(journal: DataFrame) -> DataFrame:
-    """Landing rows that could not be placed are dead letters too: nothing is lost."""
+    """Landing rows that could not be placed are dead letters too, with their raw text and where they came
+    from (landing file and line), so they can be found and repaired: nothing is lost."""
     return journal.where(F.col("kind") == "malformed").select(
         "seq", "partition", "offset", F.lit("malformed").alias("reason"),
         F.lit(None).cast("timestamp").alias("window_start"), "arrival_time",

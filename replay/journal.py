@@ -17,6 +17,8 @@ from pyspark.sql import functions as F
 
 from replay import landing as landings
 from replay import locks, manifest
+from replay.paths import relative_name, spark_path
+from replay.progress import progress
 from replay.store import TableStore, default_store
 
 SCHEMA = (
@@ -26,6 +28,7 @@ SCHEMA = (
 FIELDS = ("partition", "offset", "arrival_time", "event_time", "key", "value")
 RAW = ", ".join(f"{f} string" for f in FIELDS)
 FORMATS = landings.FORMATS
+EMPTY = "empty"  # the kind of the one row that journals a landing file without lines
 
 
 def journal_path(lake: str) -> str:
@@ -59,54 +62,76 @@ def landing_files(landing: str) -> list[str]:
     return [f.name for f in landings.Landing.of(landing).files()]
 
 
-def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | None = None) -> IngestResult:
+def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | None = None,
+           log=None) -> IngestResult:
     """Journal every landing file not journaled yet, in one commit (a folder or s3://bucket/prefix), holding
-    the journal's lock (one writer at a time); journaled files that changed since are reported."""
+    the journal's lock (one writer at a time); journaled files that changed since are reported.
+
+    `log(line)`, when given, hears what is done (files listed, rows written); slow steps also tick on stderr."""
     with locks.hold(locks.journal_lock(lake), "ingest"):
-        return _ingest(spark, landing, lake, store or default_store())
+        return _ingest(spark, landing, lake, store or default_store(), log or (lambda line: None))
 
 
-def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore) -> IngestResult:
+def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say) -> IngestResult:
     path = journal_path(lake)
     source = landings.Landing.of(landing)
-    files = [f.name for f in source.files()]
-    base, done = 0, set()
-    if store.exists(path):
-        existing = store.read(spark, path)
-        stats = existing.agg(F.max("seq").alias("hi"), F.collect_set("source").alias("sources")).first()
-        base = (stats["hi"] + 1) if stats["hi"] is not None else 0
-        done = set(stats["sources"])
-    new = [f for f in files if f not in done]
-    recorded = manifest.load(spark, lake, store)
-    old = [f for f in files if f in done]
-    changed = manifest.changes(source, recorded, old)
-    manifest.record(spark, lake, manifest.observe(source, [f for f in old if f not in recorded]), store)  # older lakes
-    if not new:
-        return IngestResult([], len(files), 0, 0, 0, 0, None, changed)
-    observed = manifest.observe(source, new)  # before reading: a file growing while it is read shows as changed
-    if isinstance(source, landings.LocalLanding):
-        raw = _read_raw(spark, source.root, new)
-    else:
-        raw = raw_from_lines(landings.read_lines(spark, landing, new))
-    rows, cached = normalize(raw), None
-    lines = _parquet_rows(source, new)
-    if lines is None:  # JSON lines: count each file's lines first, on parsed rows kept for the write
-        rows = cached = rows.persist()
-        lines = {r["source"]: r["lines"]
-                 for r in rows.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
-    version = store.write(with_seq(spark, rows, new, lines, base), path, stats_columns=("seq",))
-    if cached is not None:
-        cached.unpersist()
-    counts = store.read(spark, path).where(F.col("seq") >= base).agg(
-        F.count("*").alias("rows"),
-        F.count(F.when(F.col("kind") == "event", 1)).alias("events"),
-        F.count(F.when(F.col("kind") == "malformed", 1)).alias("malformed"),
-        F.count(F.when((F.col("kind") == "event") & F.col("event_time").isNull(), 1)).alias("bad"),
-    ).first()
-    manifest.record(spark, lake, observed, store)
-    identity = offset_identity(store.read(spark, path)).where(F.col("seq") >= base).agg(
-        F.count(F.when(F.col("duplicate"), 1)).alias("duplicate"),
-        F.count(F.when(F.col("backward"), 1)).alias("backward")).first()
+    with progress(spark, "ingest") as step:
+        step("listing landing files")
+        listed = source.files()
+        files = [f.name for f in listed]
+        zero = {f.name for f in listed if f.size == 0}
+        base, done = 0, set()
+        if store.exists(path):
+            existing = store.read(spark, path)
+            stats = existing.agg(F.max("seq").alias("hi"), F.collect_set("source").alias("sources")).first()
+            base = (stats["hi"] + 1) if stats["hi"] is not None else 0
+            done = set(stats["sources"])
+        new = [f for f in files if f not in done]
+        say(f"{len(files)} landing files listed in {landing}, {len(new)} not journaled yet")
+        recorded = manifest.load(spark, lake, store)
+        old = [f for f in files if f in done]
+        changed = manifest.changes(source, recorded, old)
+        manifest.record(spark, lake, manifest.observe(source, [f for f in old if f not in recorded]), store)  # older lakes
+        if not new:
+            return IngestResult([], len(files), 0, 0, 0, 0, None, changed)
+        observed = manifest.observe(source, new)  # before reading: a file growing while it is read shows as changed
+        to_read = [f for f in new if f not in zero]  # a 0-byte file is not even a valid Parquet file
+        if not to_read:
+            rows, lines = None, {}
+        elif isinstance(source, landings.LocalLanding) and not any(":" in source.path(f) for f in to_read):
+            rows, lines = normalize(_read_raw(spark, source.root, to_read)), _parquet_rows(source, to_read)
+        else:  # S3, or a local name with `:` (Hadoop cannot open it): read by Retrace's own data source
+            rows, lines = normalize(raw_from_lines(landings.read_lines(spark, landing, to_read))), None
+        cached = None
+        if lines is None:  # JSON lines: count each file's lines first, on parsed rows kept for the write
+            step(f"parsing {len(to_read)} files")
+            rows = cached = rows.persist()
+            lines = {r["source"]: r["lines"]
+                     for r in rows.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
+            say(f"parsed {sum(lines.values())} lines of {len(new)} files")
+        empty = [f for f in new if not lines.get(f)]
+        if empty:  # a file with no lines is journaled as one `empty` row, so it is read once
+            rows = _empty_rows(spark, empty) if rows is None else rows.unionByName(_empty_rows(spark, empty))
+            lines = {**lines, **{f: 1 for f in empty}}
+        step(f"writing the rows of {len(new)} files")
+        version = store.write(with_seq(spark, rows, new, lines, base), path, stats_columns=("seq",))
+        if cached is not None:
+            cached.unpersist()
+        step("counting the rows written")
+        counts = store.read(spark, path).where(F.col("seq") >= base).agg(
+            F.count(F.when(F.col("kind") != EMPTY, 1)).alias("rows"),
+            F.count(F.when(F.col("kind") == "event", 1)).alias("events"),
+            F.count(F.when(F.col("kind") == "malformed", 1)).alias("malformed"),
+            F.count(F.when((F.col("kind") == "event") & F.col("event_time").isNull(), 1)).alias("bad"),
+        ).first()
+        manifest.record(spark, lake, observed, store)
+        step("checking offsets")
+        identity = offset_identity(store.read(spark, path)).where(F.col("seq") >= base).agg(
+            F.count(F.when(F.col("duplicate"), 1)).alias("duplicate"),
+            F.count(F.when(F.col("backward"), 1)).alias("backward")).first()
+    say(f"wrote {counts['rows']} rows of {len(new)} files: journal version {version}; done")
+    return IngestResult(new, len(files) - len(new), counts["rows"], counts["events"], counts["malformed"],
+                        counts["bad"], version, changed, identity["duplicate"], identity["backward"])
     return IngestResult(new, len(files) - len(new), counts["rows"], counts["events"], counts["malformed"],
                         counts["bad"], version, changed, identity["duplicate"], identity["backward"])
 
@@ -126,6 +151,12 @@ def offset_identity(rows: DataFrame) -> DataFrame:
     )
 
 
+def _empty_rows(spark: SparkSession, files: list[str]) -> DataFrame:
+    """One `kind = empty` row per landing file without lines (its source_line 0): the file is journaled."""
+    schema = ", ".join(c for c in SCHEMA.split(", ") if not c.startswith("seq "))
+    return spark.createDataFrame([(None, None, EMPTY, None, None, None, None, None, f, 0) for f in files], schema)
+
+
 def _format(name: str) -> str:
     """A landing file's format ("json" or "parquet"), from its extension."""
     return FORMATS[os.path.splitext(name)[1]]
@@ -136,25 +167,39 @@ def _parquet_rows(source: landings.Landing, files: list[str]) -> dict[str, int] 
     be assigned in the same pass that parses the rows (None: some file must be read to count its lines)."""
     if not isinstance(source, landings.LocalLanding) or any(_format(f) != "parquet" for f in files):
         return None
-    return {f: pq.read_metadata(os.path.join(source.root, f)).num_rows for f in files}
+    return {f: _footer(os.path.join(source.root, f)).num_rows for f in files}
+
+
+def _footer(path: str):
+    """A Parquet file's footer; a file that has none is refused naming it (it cannot be split into rows)."""
+    try:
+        return pq.read_metadata(path)
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        raise ValueError(f"landing file {path} is not a Parquet file ({' '.join(str(e).split())}); repair it or "
+                         "move it out of the landing, then ingest again") from None
 
 
 def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:
-    """(source, source_line, line, raw string fields) for every non-blank line or Parquet row."""
+    """(source, source_line, line, raw string fields) for every non-blank line or Parquet row.
+
+    Parquet files are read in groups of one schema, each field cast to string per group: a field typed
+    differently in two files (string here, double there) is read from each as it is, never unified."""
     parts = []
     by_format: dict[str, list[str]] = {}
     for f in files:
         by_format.setdefault(_format(f), []).append(f)
     root = os.path.abspath(landing)
-    rel = F.regexp_replace(F.expr("try_url_decode(_metadata.file_path)"), "^file:" + "(//)?" + root + "/", "")
+    rel = relative_name(root)
     if "json" in by_format:
-        text = spark.read.text([os.path.join(root, f) for f in by_format["json"]], wholetext=True)
-        lines = text.select(rel.alias("source"), F.posexplode(F.split("value", "\n")).alias("pos", "line"))
+        paths = [spark_path(os.path.join(root, f)) for f in by_format["json"]]
+        text = spark.read.text(paths, wholetext=True)
+        whole = F.regexp_replace("value", "^\ufeff", "")  # a UTF-8 byte order mark is not data
+        lines = text.select(rel.alias("source"), F.posexplode(F.split(whole, "\n")).alias("pos", "line"))
         lines = lines.where(F.trim("line") != "")
         parts.append(raw_from_lines(lines.select(
             "source", (F.col("pos") + 1).cast("long").alias("source_line"), "line")))
-    if "parquet" in by_format:
-        table = spark.read.parquet(*[os.path.join(root, f) for f in by_format["parquet"]])
+    for group in _by_schema(root, by_format.get("parquet", [])):
+        table = spark.read.parquet(*[spark_path(os.path.join(root, f)) for f in group])
         cols = set(table.columns)
         fields = [(F.col(f).cast("string") if f in cols else F.lit(None).cast("string")).alias(f) for f in FIELDS]
         line = F.to_json(F.struct(*[F.col(f) for f in table.columns]))
@@ -165,6 +210,16 @@ def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:
     for p in parts[1:]:
         out = out.unionByName(p)
     return out
+
+
+def _by_schema(root: str, files: list[str]) -> list[list[str]]:
+    """Parquet files grouped by their footer's schema (one group when the landing is uniform)."""
+    groups: dict[str, list[str]] = {}
+    for f in files:
+        schema = _footer(os.path.join(root, f)).schema.to_arrow_schema()
+        key = schema.remove_metadata().to_string(show_field_metadata=False)
+        groups.setdefault(key, []).append(f)
+    return list(groups.values())
 
 
 def raw_from_lines(lines: DataFrame) -> DataFrame:
@@ -212,7 +267,7 @@ def with_seq(spark: SparkSession, rows: DataFrame, files: list[str], lines: dict
         starts.append((f, acc))
         acc += lines.get(f, 0)
     offsets = spark.createDataFrame(starts, "source string, start long")
-    seq = F.col("start") + F.col("source_line") - 1
+    seq = F.col("start") + F.greatest(F.col("source_line"), F.lit(1)) - 1  # an `empty` row's line is 0
     return rows.join(F.broadcast(offsets), "source").select(seq.alias("seq"), *[c for c in _names() if c != "seq"])
 
 

@@ -183,8 +183,9 @@ def lines(landing: Landing, name: str) -> Iterator[pa.RecordBatch]:
 
 
 def _json_lines(name: str, data: bytes) -> pa.RecordBatch:
-    """Every line but blank ones (only spaces), numbered from 1, with its raw text (broken or not)."""
-    text = pa.array(data.decode("utf-8", errors="replace").split("\n"), pa.string())
+    """Every line but blank ones (only spaces), numbered from 1, with its raw text (broken or not); a UTF-8
+    byte order mark at the start is not data."""
+    text = pa.array(data.decode("utf-8-sig", errors="replace").split("\n"), pa.string())  # BOM dropped
     keep = pc.not_equal(pc.utf8_trim(text, " "), "")
     numbers = pa.array(range(1, len(text) + 1), pa.int64()).filter(keep)
     kept = text.filter(keep)

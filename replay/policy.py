@@ -102,15 +102,23 @@ class Policy:
     @classmethod
     def from_yaml(cls, path: str | Path) -> "Policy":
         try:
-            raw = yaml.safe_load(Path(path).read_text())
+            text = Path(path).read_text(encoding="utf-8")
+            raw = yaml.safe_load(text)
         except FileNotFoundError:
             raise PolicyError(f"policy file {path} does not exist") from None
+        except IsADirectoryError:
+            raise PolicyError(f"policy file {path} is a directory; give the policy YAML file in it") from None
+        except UnicodeDecodeError as e:
+            raise PolicyError(f"policy file {path} is not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r}); "
+                              "save it as UTF-8 YAML") from None
         except yaml.YAMLError as e:
-            raise PolicyError(f"policy file {path} is not valid YAML: {e}") from None
-        if raw is not None and not isinstance(raw, dict):
+            raise PolicyError(f"policy file {path} is not valid YAML: {' '.join(str(e).split())}") from None
+        if raw is None:  # an empty file is a mistake, not a request for the defaults
+            raise PolicyError(f"policy file {path} is empty; write the policy fields in it (`{{}}` for the spec defaults)")
+        if not isinstance(raw, dict):
             raise PolicyError(f"policy file {path} must hold a mapping of policy fields, got {type(raw).__name__}")
         try:
-            return _build(raw or {})
+            return _build(raw)
         except PolicyError as e:
             raise PolicyError(f"{path}: {e}") from None
 

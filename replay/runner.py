@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from replay import checkpoints, engine, journal, locks, metrics
 from replay.durations import parse_instant
+from replay.paths import spark_path
 from replay.policy import Policy
 from replay.progress import progress
 from replay.store import Replace, TableStore, default_store
@@ -115,7 +116,7 @@ def _checkpoint_before(spark, lake, target, policy, lo, store):
 def _materialize(df: DataFrame, folder: str) -> DataFrame:
     """Per-row results, read by every output, kept as Parquet: cheaper than Spark's cache at this size."""
     df.write.parquet(folder)
-    return df.sparkSession.read.schema(df.schema).parquet(folder)
+    return df.sparkSession.read.schema(df.schema).parquet(spark_path(folder))  # the lake path may hold `[`
 
 
 def _written(store: TableStore, df: DataFrame, path: str) -> DataFrame:

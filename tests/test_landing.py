@@ -253,3 +253,38 @@ def test_the_live_job_streams_from_s3_into_outputs_equal_to_a_replay(spark, s3, 
     assert sources == set(sorted(os.listdir(generated)))
     runner.run(spark, lake, policy, target="replayed")
     assert target_hash(spark, lake, "production") == target_hash(spark, lake, "replayed")
+
+
+ODD = "sp ace+plus(paren)[br]{cu}%25 #hash é*?"
+
+
+def test_s3_keys_may_hold_any_character(spark, s3, tmp_path):
+    prefix = f"odd {ODD}"
+    bodies = {f"part[4] {ODD}.jsonl": [GOOD, GOOD.replace('"offset": 0', '"offset": 1')],
+              f"sub {ODD}/part+(1).jsonl": [GOOD.replace('"offset": 0', '"offset": 2')]}
+    for name, lines in bodies.items():
+        put(s3, prefix, name, "\ufeff" + "\n".join(lines) + "\n")  # with a byte order mark, too
+    lake = str(tmp_path / "lake")
+    r = ingest(spark, f"s3://{BUCKET}/{prefix}", lake)
+    assert (r.rows, r.events, r.malformed) == (3, 3, 0)
+    journaled = sorted((row["source"], row["source_line"]) for row in journal.read(spark, lake).collect())
+    assert journaled == sorted((n, i + 1) for n, lines in bodies.items() for i in range(len(lines)))
+    assert ingest(spark, f"s3://{BUCKET}/{prefix}", lake).files == []
+
+
+def test_the_live_job_reads_a_landing_folder_whose_names_hold_any_character(spark, tmp_path):
+    from jobs.stream import run_stream as live_stream
+    from replay.policy import Policy
+    from replay.verify import verify
+
+    folder = tmp_path / f"land {ODD}"
+    (folder / f"sub {ODD}").mkdir(parents=True)
+    (folder / f"part[4] {ODD}.jsonl").write_text(GOOD + "\n")
+    (folder / f"sub {ODD}" / "part+(1).jsonl").write_text("\ufeff" + GOOD.replace('"offset": 0', '"offset": 1') + "\n")
+    lake = str(tmp_path / "lake")
+    policy = Policy.from_dict({"late_arrival_tolerance": "5s", "window": {"kind": "tumbling", "size": "10s"}})
+    live_stream(spark, str(folder), lake, policy, until_idle=True, clock="simulated", partitions=2)
+    rows = journal.read(spark, lake).where("kind = 'event'").collect()
+    assert sorted((r["source"], r["source_line"]) for r in rows) == sorted(
+        [(f"part[4] {ODD}.jsonl", 1), (f"sub {ODD}/part+(1).jsonl", 1)])
+    assert verify(spark, lake, policy).identical  # the live job's outputs equal a replay of its journal

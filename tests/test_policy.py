@@ -112,6 +112,34 @@ def test_invalid_yaml_syntax_raises_policy_error(tmp_path):
     assert str(path) in str(info.value)
 
 
+
+@pytest.mark.parametrize("content, words", [
+    (b"", "is empty"),
+    (b"   \n# only a comment\n", "is empty"),
+    (b"late_arrival_tolerance: 5s\nwindow: {kind: tumbling, size: 1m\xe9}\n", "not UTF-8"),
+])
+def test_an_empty_or_undecodable_policy_file_is_refused_in_one_line_naming_it(tmp_path, content, words):
+    path = tmp_path / "policy.yaml"
+    path.write_bytes(content)
+    with pytest.raises(PolicyError) as info:
+        Policy.from_yaml(path)
+    message = str(info.value)
+    assert str(path) in message and words in message and "\n" not in message, message
+
+
+def test_a_policy_directory_is_refused_in_one_line_naming_it(tmp_path):
+    with pytest.raises(PolicyError) as info:
+        Policy.from_yaml(tmp_path)
+    message = str(info.value)
+    assert str(tmp_path) in message and "directory" in message and "\n" not in message, message
+
+
+def test_an_empty_mapping_is_the_spec_defaults(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text("{}\n")
+    assert Policy.from_yaml(path) == Policy()
+
+
 ROUND_TRIP_YAML = """\
 early_arrival_tolerance: 10s
 early_arrival_action: adjust

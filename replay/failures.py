@@ -1,0 +1,85 @@
+"""Failures a user can cause (a corrupt landing file, a path Spark cannot find, a broken Delta table) as one
+line for the terminal, naming the file and what to do; the full trace goes to a log file, never the screen."""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+import traceback
+from urllib.parse import unquote
+
+# (condition prefix or text in the message, hint); the first that matches wins
+HINTS = (
+    ("PATH_NOT_FOUND", "check that the path exists and is reachable from the driver and every executor"),
+    ("CANNOT_READ_FILE_FOOTER", "the file is not valid Parquet: repair it or move it out of the landing, then run again"),
+    ("FAILED_READ_FILE", "the file cannot be read or is corrupt: repair it or move it out of the landing, then run again"),
+    ("CANNOT_MERGE_SCHEMAS", "a field has different types in different files; write them with one type"),
+    ("DELTA", "the Delta table is missing or damaged: check the --lake path"),
+    ("No such file", "check that the path exists"),
+    ("Permission denied", "check the file's permissions for the user running replay"),
+)
+_CONDITION = re.compile(r"\[([A-Z][A-Z_.]+)\]\s*")
+_FILE = re.compile(r"(?:reading file|Path does not exist:|File not found:|file|path)\s+[`']?((?:file:|s3a?://|/)[^`'\n]*?)[`']?(?:\.\s|\.$|\s+SQLSTATE|\n|$)")
+
+
+def is_user_failure(e: BaseException) -> bool:
+    """Spark (JVM or analysis), Delta and file-system errors: things bad input or a wrong path cause."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    try:
+        from deltalake.exceptions import DeltaError
+    except ImportError:  # pragma: no cover - deltalake is a dependency
+        DeltaError = ()  # noqa: N806
+    return isinstance(e, (PySparkException, Py4JJavaError, DeltaError, OSError))
+
+
+def condition(e: BaseException) -> str:
+    get = getattr(e, "getCondition", None) or getattr(e, "getErrorClass", None)
+    try:
+        return (get() if get else None) or type(e).__name__
+    except Exception:  # noqa: BLE001 - a JVM-side error may not carry a condition
+        return type(e).__name__
+
+
+def named_file(message: str) -> tuple[str, str] | None:
+    """The file a Spark, Delta or OS error message names, as written there and as a plain path (`file:` URIs
+    percent-decoded: %20 is a space, + stays a plus)."""
+    m = _FILE.search(message)
+    if not m:
+        return None
+    raw = m.group(1).rstrip(".")
+    return raw, unquote(re.sub(r"^file:(//)?", "", raw)) if raw.startswith("file:") else raw
+
+
+def one_line(e: BaseException, command: str) -> tuple[str, str]:
+    """(the line to print, the log file holding the full trace)."""
+    log = write_log(e, command)
+    text = str(e)
+    cond = condition(e)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    first = next((ln for ln in lines if _CONDITION.search(ln)), lines[0] if lines else type(e).__name__)
+    found = _CONDITION.search(first)
+    if found:  # "[FAILED_READ_FILE.NO_HINT] Encountered error ..." -> the text, and the condition at the end
+        cond, first = found.group(1), first[found.end():].strip()
+    named = named_file(text)
+    if named:
+        first = first.replace(named[0], named[1])
+    where = named[1] if named else getattr(e, "filename", None)
+    if len(first) > 300:
+        first = first[:297] + "..."
+    hint = next((h for key, h in HINTS if key in cond or key in text), "see the log for the full trace")
+    head = f"{where}: " if where and str(where) not in first else ""
+    return f"{head}{first} [{cond}]; {hint}; full trace in {log}", log
+
+
+def write_log(e: BaseException, command: str) -> str:
+    """The full Python (and JVM) trace in a new file under the temp dir; returns its path."""
+    folder = os.path.join(tempfile.gettempdir(), "retrace-logs")
+    os.makedirs(folder, exist_ok=True)
+    fd, path = tempfile.mkstemp(prefix=f"replay-{command}-{time.strftime('%Y%m%dT%H%M%S')}-", suffix=".log",
+                                dir=folder)
+    with os.fdopen(fd, "w") as f:
+        f.write("".join(traceback.format_exception(e)))
+    return path
