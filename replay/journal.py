@@ -80,7 +80,8 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
         rows = cached = rows.persist()
         lines = {r["source"]: r["lines"]
                  for r in rows.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
-    version = store.write(with_seq(spark, rows, new, lines, base), path, stats_columns=("seq",))
+    version = store.write(with_seq(spark, rows, new, lines, base), path,
+                          metadata={"job": "replay ingest", "table": "journal", "seq_from": base, "files": len(new)})
     if cached is not None:
         cached.unpersist()
     counts = store.read(spark, path).where(F.col("seq") >= base).agg(
