@@ -43,7 +43,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -c infra/constraints.txt -e '.[test]'
-echo "setup: installed $(.venv/bin/python -c 'import pyspark, deltalake, dagster; print(f"pyspark {pyspark.__version__}, deltalake {deltalake.__version__}, dagster {dagster.__version__}")')" >&2
+echo "setup: installed $(.venv/bin/python -c 'import pyspark, dagster, importlib.metadata as m; print("pyspark " + pyspark.__version__ + ", delta-spark " + m.version("delta-spark") + ", dagster " + dagster.__version__)')" >&2
 
 # JVM jars, resolved once: a folder that is already complete (its .resolved stamp names the pom's checksum)
 # is left alone, so a second set-up asks Maven for nothing.

@@ -26,7 +26,7 @@ from replay.checkpoints import Checkpoint, SourcePartition
 from replay.decisions import NEG
 from replay.durations import format_instant
 from replay.policy import Policy
-from replay.runner import check_target, output_path
+from replay.runner import check_target, output_path, policy_hash
 from replay.state import State
 from replay.store import AppTransaction, Replace, TableStore, default_store
 
@@ -88,6 +88,7 @@ class LiveJob:
             raise ValueError(f"clock: {self.clock!r} is not one of {', '.join(CLOCKS)}")
         self.source_partitions = journal.declare_partitions(self.spark, self.lake, self.partitions, self.store)
         self._policy_json = json.dumps(self.policy.to_dict(), sort_keys=True)
+        self._policy_hash = policy_hash(self.policy)
         self.cp = self._load()
         self.caught_up = False  # the journal has no rows past the checkpoint (checked once, then kept so)
         self.sources: set[str] | None = None  # landing files journaled (for the lag report), loaded lazily
@@ -151,7 +152,8 @@ class LiveJob:
         clocks = self._clock_rows(now, seen, base + sum(per_file.values()))
         observed = manifest.observe(self.landing, files) if self.landing is not None else {}
         _crash_point("journal")
-        self.store.write(events.unionByName(clocks).coalesce(1), path, stats_columns=("seq",))
+        self.store.write(events.unionByName(clocks).coalesce(1), path,
+                         metadata={"job": "replay stream", "table": "journal", "seq_from": base, "files": len(files)})
         rows.unpersist()
         _crash_point("journaled")
         manifest.record(self.spark, self.lake, observed, self.store)
@@ -187,22 +189,26 @@ class LiveJob:
                             partitions=self.source_partitions, keep_state=True, history=history)
         tables = out.tables()
         txn = lambda name: AppTransaction(f"retrace-{self.target}-{name}", batch)  # noqa: E731
+        # the batch is the run: every table's commit for it names the same run, whichever process made it
+        meta = lambda name: {"job": "replay stream", "target": self.target, "table": name,  # noqa: E731
+                             "policy": self._policy_hash, "seq_from": span["lo"], "seq_to": span["hi"] + 1,
+                             "batch": batch, "run": f"live-batch-{batch}"}
         for name in ("decisions", "dead_letters", "watermarks"):
             self.store.write(tables[name], output_path(self.lake, self.target, name), txn=txn(name),
-                             stats_columns=("seq",))
+                             metadata=meta(name))
             _crash_point(name)
         # emitted windows are appended; the open ones (null emitted_at, what a flush would emit now) replaced
         self.store.write(tables["windows"], output_path(self.lake, self.target, "windows"), txn=txn("windows"),
-                         replace=Replace("emitted_at", span["lo"], None, nulls=True), stats_columns=("emitted_at",))
+                         replace=Replace("emitted_at", span["lo"], None, nulls=True), metadata=meta("windows"))
         _crash_point("windows")
         written = {n: self.store.read(self.spark, output_path(self.lake, self.target, n))
                    for n in ("decisions", "dead_letters")}
         self.store.write(metrics.hourly(written["decisions"], written["dead_letters"]),
-                         output_path(self.lake, self.target, "metrics"), mode="overwrite")
+                         output_path(self.lake, self.target, "metrics"), mode="overwrite", metadata=meta("metrics"))
         state = out.state.advanced(span["hi"])
         source = self._source_after(rows)
         checkpoints.save(self.spark, self.lake, self.target, Checkpoint(batch, state, source, self._policy_json),
-                         self.store)
+                         self.store, metadata=meta("checkpoints"))
         _crash_point("checkpoint")
         out.unpersist()
         self.cp = self._committed(Checkpoint(batch, state, source, self._policy_json))

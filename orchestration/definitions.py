@@ -1,7 +1,8 @@
 """The Dagster code location of Retrace: one `Definitions` (`workspace.yaml` loads this file).
 
 Assets replay arrival hours (backfill a range from the asset graph: one Spark run per range); the live
-job runs on new landing data; the recovery schedule verifies and repairs the last day; the data-quality
+job runs on new landing data; the recovery schedule verifies and repairs the last day; the maintenance
+schedule compacts and vacuums the Delta tables; the data-quality
 checks and alert sensors come from `assets.checks` and `orchestration.alerting`.
 """
 from __future__ import annotations
@@ -13,14 +14,15 @@ from assets.journal import journal
 from assets.outputs import replay_outputs
 from orchestration.alerting import RESOURCES, SENSORS
 from orchestration.live import landing_sensor, live_job
+from orchestration.maintenance import maintenance_job, maintenance_schedule
 from orchestration.recovery import recovery_job, recovery_schedule
 from orchestration.resources import RetraceResource
 
 defs = dg.Definitions(
     assets=[journal, replay_outputs],
     asset_checks=CHECKS,
-    jobs=[live_job, recovery_job],
-    schedules=[recovery_schedule],
+    jobs=[live_job, recovery_job, maintenance_job],
+    schedules=[recovery_schedule, maintenance_schedule],
     sensors=[landing_sensor, *SENSORS],
     resources={"retrace": RetraceResource.from_env(), **RESOURCES},
     # one Spark session per run: steps run in the run's process, not one process (and JVM) per step

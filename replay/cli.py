@@ -1,4 +1,4 @@
-"""The `replay` command: generate, ingest, run, hash, verify (and the demo that `infra/setup.sh` runs)."""
+"""The `replay` command: generate, ingest, run, hash, verify, maintain (and the demo that `infra/setup.sh` runs)."""
 from __future__ import annotations
 
 import argparse
@@ -52,7 +52,7 @@ def cmd_ingest(a) -> int:
 
 def cmd_run(a) -> int:
     from replay.policy import Policy
-    from replay.runner import run, summarize
+    from replay.runner import new_run_id, run, summarize
 
     from replay import locks
     from replay.runner import check_target
@@ -60,10 +60,33 @@ def cmd_run(a) -> int:
     policy = Policy.from_yaml(a.policy)
     with locks.hold(locks.target_lock(a.lake, check_target(a.target)), "replay run", wait=a.wait):
         spark = _spark()
-        s = run(spark, a.lake, policy, target=a.target, start=a.start, end=a.end)
+        run_id = new_run_id()
+        try:
+            s = run(spark, a.lake, policy, target=a.target, start=a.start, end=a.end, run_id=run_id)
+        except KeyboardInterrupt:
+            print(f"replay run: interrupted (Ctrl-C); {_run_state(spark, a, run_id)}", file=sys.stderr, flush=True)
+            return 130
     print(json.dumps({"target": s.target, "seq_from": s.seq_from, "seq_to": s.seq_to,
                       **summarize(spark, a.lake, a.target), "seconds": round(s.seconds, 2)}, indent=2))
     return 0
+
+
+def _run_state(spark, a, run_id: str) -> str:
+    """One sentence: what an interrupted `replay run` left in its target, and what to run next."""
+    from replay.runs import describe, table_runs
+
+    again = " ".join(["replay run", "--lake", a.lake, "--policy", a.policy, "--target", a.target]
+                     + (["--from", a.start] if a.start else []) + (["--to", a.end] if a.end else []))
+    try:
+        runs = table_runs(spark, a.lake, a.target)
+    except Exception as e:  # noqa: BLE001  (the session may be unusable after the interrupt)
+        return f"could not read target {a.target!r} ({type(e).__name__}); run `{again}` to make it whole"
+    ours = [r.table for r in runs if r.run == run_id]
+    if not ours:
+        return f"target {a.target!r} is unchanged (no table was committed by this run)"
+    if len(ours) == len(runs):
+        return f"target {a.target!r} is whole (every table was committed by this run {run_id})"
+    return f"target {a.target!r} is half-written ({describe(runs)}; this run was {run_id}): run `{again}` to finish it"
 
 
 def cmd_stream(a) -> int:
@@ -106,6 +129,14 @@ def cmd_verify(a) -> int:
     report = verify(_spark(), a.lake, policy, start=a.start, end=a.end, target=a.target)
     print(json.dumps(report.to_dict(), indent=2) if a.json else report.text())
     return 0 if report.identical else 1
+
+
+def cmd_maintain(a) -> int:
+    from replay.maintenance import maintain
+
+    report = maintain(_spark(), a.lake, retention=a.retention, keep_checkpoints=a.keep_checkpoints)
+    print(json.dumps(report.to_dict(), indent=2))
+    return 0
 
 
 def cmd_demo(a) -> int:
@@ -170,6 +201,13 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--target", default="production")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(fn=cmd_verify)
+    m = sub.add_parser("maintain", help="compact every Delta table of the lake, keep the last checkpoints, "
+                                         "vacuum old files")
+    m.add_argument("--lake", required=True)
+    m.add_argument("--retention", default="7d", help="keep files any version of this age needs (time travel); "
+                                                     "e.g. 7d, 12h")
+    m.add_argument("--keep-checkpoints", type=int, default=100, help="checkpoints kept per target (the latest)")
+    m.set_defaults(fn=cmd_maintain)
     d = sub.add_parser("demo", help="generate, ingest, replay and summarize on embedded defaults")
     d.add_argument("--work", default=".retrace")
     d.add_argument("--events", type=int, default=200_000)

@@ -45,7 +45,7 @@ def run_case(spark: SparkSession, case: dict) -> dict:
     policy = Policy.from_dict(case.get("policy") or {})
     store = default_store()
     with tempfile.TemporaryDirectory(prefix="retrace-case-") as lake:
-        store.write(journal.from_rows(spark, case["journal"]), journal.journal_path(lake), stats_columns=("seq",))
+        store.write(journal.from_rows(spark, case["journal"]), journal.journal_path(lake))
         runner.run(spark, lake, policy, target="conformance", store=store)
         result = {"name": case.get("name")}
         for table, fields in SHAPES.items():

@@ -24,15 +24,11 @@ _FILE = re.compile(r"(?:reading file|Path does not exist:|File not found:|file|p
 
 
 def is_user_failure(e: BaseException) -> bool:
-    """Spark (JVM or analysis), Delta and file-system errors: things bad input or a wrong path cause."""
+    """Spark (JVM or analysis, Delta's included) and file-system errors: things bad input or a wrong path cause."""
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
 
-    try:
-        from deltalake.exceptions import DeltaError
-    except ImportError:  # pragma: no cover - deltalake is a dependency
-        DeltaError = ()  # noqa: N806
-    return isinstance(e, (PySparkException, Py4JJavaError, DeltaError, OSError))
+    return isinstance(e, (PySparkException, Py4JJavaError, OSError))
 
 
 def condition(e: BaseException) -> str:

@@ -20,9 +20,13 @@ def table_digest(df: DataFrame) -> tuple[int, int]:
 
 
 def target_hash(spark: SparkSession, lake: str, target: str = "production", store: TableStore | None = None) -> str:
+    """Refuses (replay.runs.MixedRuns) a target whose tables come from different runs: its hash would be
+    of a half-written state."""
     from replay.runner import output_path
+    from replay.runs import check_whole
 
     store = store or default_store()
+    check_whole(spark, lake, target, store)
     h = hashlib.sha256()
     for name in HASHED:
         path = output_path(lake, target, name)

@@ -114,7 +114,8 @@ def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say
             rows = _empty_rows(spark, empty) if rows is None else rows.unionByName(_empty_rows(spark, empty))
             lines = {**lines, **{f: 1 for f in empty}}
         step(f"writing the rows of {len(new)} files")
-        version = store.write(with_seq(spark, rows, new, lines, base), path, stats_columns=("seq",))
+        version = store.write(with_seq(spark, rows, new, lines, base), path,
+                              metadata={"job": "replay ingest", "table": "journal", "seq_from": base, "files": len(new)})
         if cached is not None:
             cached.unpersist()
         step("counting the rows written")
@@ -130,8 +131,6 @@ def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say
             F.count(F.when(F.col("duplicate"), 1)).alias("duplicate"),
             F.count(F.when(F.col("backward"), 1)).alias("backward")).first()
     say(f"wrote {counts['rows']} rows of {len(new)} files: journal version {version}; done")
-    return IngestResult(new, len(files) - len(new), counts["rows"], counts["events"], counts["malformed"],
-                        counts["bad"], version, changed, identity["duplicate"], identity["backward"])
     return IngestResult(new, len(files) - len(new), counts["rows"], counts["events"], counts["malformed"],
                         counts["bad"], version, changed, identity["duplicate"], identity["backward"])
 

@@ -1,9 +1,11 @@
 """`replay run`: read the journal, run the engine, commit the outputs of a target. The I/O edge."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import signal
 import time
 import uuid
 from contextlib import contextmanager
@@ -40,6 +42,24 @@ class RunSummary:
     seq_to: int | None
     seconds: float = 0.0
     checkpoint: int | None = None  # the checkpoint (batch) the replay started from, if any
+    run_id: str = ""  # recorded in every commit's userMetadata
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def policy_hash(policy: Policy) -> str:
+    """A short fingerprint of the policy (canonical JSON), recorded with each commit."""
+    return hashlib.sha256(json.dumps(policy.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _interrupt_point(name: str) -> None:
+    """Fault injection for the tests: RETRACE_INTERRUPT_AT=<table> sends this process a Ctrl-C (SIGINT)
+    right after that table's commit."""
+    if os.environ.get("RETRACE_INTERRUPT_AT") == name:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the signal is delivered here
 
 
 def seq_bounds(rows: DataFrame, start: str | None, end: str | None) -> tuple[int | None, int | None]:
@@ -59,15 +79,19 @@ def seq_bounds(rows: DataFrame, start: str | None, end: str | None) -> tuple[int
 
 
 def run(spark: SparkSession, lake: str, policy: Policy, target: str = "production", start: str | None = None,
-        end: str | None = None, store: TableStore | None = None, checkpoints_of: str | None = None) -> RunSummary:
+        end: str | None = None, store: TableStore | None = None, checkpoints_of: str | None = None,
+        run_id: str | None = None) -> RunSummary:
     """Replay the journal (or the arrival range [start, end)) into LAKE/outputs/<target>/. A range replay
     starts from the latest checkpoint before `start` of target `checkpoints_of` (default: `target`).
-    Holds the target's lock: one writer at a time."""
+    Holds the target's lock: one writer at a time. Every commit records `run_id` (default: a new one) in its
+    userMetadata, so a target whose tables come from different runs (an interrupted run) can be told apart
+    (`replay.runs`)."""
     with locks.hold(locks.target_lock(lake, check_target(target)), "run"):
-        return _run(spark, lake, policy, target, start, end, store or default_store(), checkpoints_of)
+        return _run(spark, lake, policy, target, start, end, store or default_store(), checkpoints_of,
+                    run_id or new_run_id())
 
 
-def _run(spark, lake, policy, target, start, end, store, checkpoints_of) -> RunSummary:
+def _run(spark, lake, policy, target, start, end, store, checkpoints_of, run_id) -> RunSummary:
     began = time.perf_counter()
     rows = journal.read(spark, lake, store)
     lo, hi = seq_bounds(rows, start, end)
@@ -79,12 +103,14 @@ def _run(spark, lake, policy, target, start, end, store, checkpoints_of) -> RunS
         history = rows.where(F.col("seq") <= cp.state.seq)  # where earlier copies of a (partition, offset) are
         rows = rows.where(F.col("seq") > cp.state.seq)
     partial = lo is not None or hi is not None
+    meta = lambda table: {"job": "replay run", "target": target, "table": table, "policy": policy_hash(policy),  # noqa: E731
+                          "seq_from": lo, "seq_to": hi, "run": run_id}
     scratch = os.path.join(lake, "outputs", target, f"_scratch-{uuid.uuid4().hex}")
     decisions = output_path(lake, target, "decisions")
     # A whole replay's decisions are the table itself; a range's cover rows outside the range (from the
     # checkpoint on), so they are kept aside and only the range is written.
     materialize = ((lambda df: _materialize(df, scratch)) if partial
-                   else (lambda df: _written(store, df, decisions)))
+                   else (lambda df: _written(store, df, decisions, meta("decisions"))))
     with progress(spark, "replay") as step, _removed(scratch):
         step("decisions")
         out = engine.replay(rows, policy, flush=hi is None, since_seq=lo, materialize=materialize,
@@ -93,14 +119,15 @@ def _run(spark, lake, policy, target, start, end, store, checkpoints_of) -> RunS
         for name in ("decisions", "windows", "dead_letters", "watermarks"):
             if name != "decisions" or partial:
                 step(name)
-                _write(store, out.tables()[name], output_path(lake, target, name), name, lo, hi, partial)
+                _write(store, out.tables()[name], output_path(lake, target, name), name, lo, hi, partial, meta(name))
+            _interrupt_point(name)
         step("metrics")
         # metrics cover the whole target, so they are recomputed from its tables (cheap to scan)
         written = {n: store.read(spark, output_path(lake, target, n)) for n in ("decisions", "dead_letters")}
         store.write(metrics.hourly(written["decisions"], written["dead_letters"]),
-                    output_path(lake, target, "metrics"), mode="overwrite")
+                    output_path(lake, target, "metrics"), mode="overwrite", metadata=meta("metrics"))
     out.unpersist()
-    return RunSummary(target, lo, hi, seconds=time.perf_counter() - began, checkpoint=cp and cp.batch)
+    return RunSummary(target, lo, hi, seconds=time.perf_counter() - began, checkpoint=cp and cp.batch, run_id=run_id)
 
 
 def _checkpoint_before(spark, lake, target, policy, lo, store):
@@ -119,9 +146,9 @@ def _materialize(df: DataFrame, folder: str) -> DataFrame:
     return df.sparkSession.read.schema(df.schema).parquet(spark_path(folder))  # the lake path may hold `[`
 
 
-def _written(store: TableStore, df: DataFrame, path: str) -> DataFrame:
+def _written(store: TableStore, df: DataFrame, path: str, metadata: dict) -> DataFrame:
     """The decisions, written once as the table every other output then reads."""
-    store.write(df, path, mode="overwrite", stats_columns=("seq",))
+    store.write(df, path, mode="overwrite", metadata=metadata)
     return store.read(df.sparkSession, path)
 
 
@@ -133,12 +160,12 @@ def _removed(folder: str):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _write(store, df, path, name, lo, hi, partial) -> None:
+def _write(store, df, path, name, lo, hi, partial, metadata) -> None:
     if not partial or not store.exists(path):
-        store.write(df, path, mode="overwrite", stats_columns=("seq",) if name != "windows" else ("emitted_at",))
+        store.write(df, path, mode="overwrite", metadata=metadata)
         return
     column = "emitted_at" if name == "windows" else "seq"
-    store.write(df, path, replace=Replace(column, lo or 0, hi, nulls=hi is None), stats_columns=(column,))
+    store.write(df, path, replace=Replace(column, lo or 0, hi, nulls=hi is None), metadata=metadata)
 
 
 def summarize(spark: SparkSession, lake: str, target: str = "production", store: TableStore | None = None) -> dict:

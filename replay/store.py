@@ -1,20 +1,15 @@
-"""Delta tables behind one small interface: Spark computes and writes Parquet, a Delta log commits it.
+"""Delta tables behind one small interface, on delta-spark: Spark computes, writes and reads `format("delta")`.
 
-`DeltaRsStore` commits with delta-rs (no JVM jars needed); `DeltaSparkStore` uses delta-spark where its
-jars are on the classpath (a cluster). Everything else in Retrace talks to `TableStore` only.
+Everything else in Retrace talks to `TableStore` only. Each commit can carry an application transaction
+(`txnAppId`/`txnVersion`: a retried micro-batch lands once) and `userMetadata` (what wrote it, and which run).
 """
 from __future__ import annotations
 
 import json
-import os
-import time
-import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 
 @dataclass(frozen=True)
@@ -26,6 +21,13 @@ class Replace:
     low: int
     high: int | None = None
     nulls: bool = False
+
+    def predicate(self) -> str:
+        """The rows replaced, as a Delta `replaceWhere` condition."""
+        cond = f"`{self.column}` >= {int(self.low)}"
+        if self.high is not None:
+            cond += f" AND `{self.column}` < {int(self.high)}"
+        return f"(({cond}) OR `{self.column}` IS NULL)" if self.nulls else cond
 
 
 @dataclass(frozen=True)
@@ -42,230 +44,104 @@ class TableStore(Protocol):
     def read(self, spark: SparkSession, path: str) -> DataFrame: ...
 
     def write(self, df: DataFrame, path: str, *, mode: str = "append", replace: Replace | None = None,
-              txn: AppTransaction | None = None, stats_columns: tuple[str, ...] = ()) -> int | None: ...
+              txn: AppTransaction | None = None, metadata: dict | None = None) -> int | None: ...
 
     def transaction_version(self, path: str, app_id: str) -> int | None: ...
 
 
-def _local(path: str) -> str:
-    return path[len("file://"):] if path.startswith("file://") else path
+def _spark() -> SparkSession:
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        from replay.spark import get_spark
+
+        spark = get_spark()
+    return spark
 
 
-class DeltaRsStore:
-    """Spark executors write Parquet into the table folder; the driver commits Add/Remove actions with delta-rs."""
-
-    def exists(self, path: str) -> bool:
-        from deltalake import DeltaTable
-
-        return DeltaTable.is_deltatable(path)
-
-    def read(self, spark: SparkSession, path: str) -> DataFrame:
-        from deltalake import DeltaTable
-
-        table = DeltaTable(path)
-        schema = from_arrow_schema(_arrow_schema(table), prefer_timestamp_ntz=False)
-        uris = table.file_uris()
-        if not uris:
-            return spark.createDataFrame([], schema)
-        return spark.read.schema(schema).parquet(*uris)
-
-    def transaction_version(self, path: str, app_id: str) -> int | None:
-        from deltalake import DeltaTable
-
-        if not self.exists(path):
-            return None
-        return DeltaTable(path).transaction_version(app_id)
-
-    def write(self, df: DataFrame, path: str, *, mode: str = "append", replace: Replace | None = None,
-              txn: AppTransaction | None = None, stats_columns: tuple[str, ...] = ()) -> int | None:
-        """Write `df` as new files of the table and commit them in one Delta transaction; returns the version.
-
-        mode `overwrite` replaces the whole table; `replace` removes only the rows in a range (files that
-        straddle the range are rewritten). With `txn`, a commit already made for it is not made again.
-        """
-        from deltalake import DeltaTable
-        from deltalake.transaction import CommitProperties, Transaction, create_table_with_add_actions
-
-        if mode not in ("append", "overwrite"):
-            raise ValueError(f"mode: {mode!r} is not one of append, overwrite")
-        if mode == "overwrite" and replace is not None:
-            raise ValueError(f"replace: {replace} replaces a range; mode 'overwrite' replaces everything, not both")
-        if txn is not None:
-            done = self.transaction_version(path, txn.app_id)
-            if done is not None and done >= txn.version:
-                return None
-        exists = self.exists(path)
-        stats_columns = tuple(stats_columns) + ((replace.column,) if replace else ())
-        actions = []
-        if exists and replace is not None:
-            actions += self._replace_range(df.sparkSession, DeltaTable(path), path, replace, stats_columns)
-        actions += _write_files(df, path, stats_columns)
-        schema = _nullable(to_arrow_schema(df.schema, timezone="UTC"))
-        props = CommitProperties(
-            app_transactions=[Transaction(app_id=txn.app_id, version=txn.version)] if txn else None)
-        if not exists:
-            create_table_with_add_actions(path, _delta_schema(schema), actions, mode="error", commit_properties=props)
-        else:
-            # overwrite removes every live file and takes the new schema (an upgrade may add columns)
-            DeltaTable(path).create_write_transaction(actions, mode=mode,
-                                                      schema=schema, commit_properties=props)
-        return DeltaTable(path).version()
-
-    def _replace_range(self, spark, table, path, replace: Replace, stats_columns):
-        """Remove actions for files inside the range; files that straddle it are rewritten without its rows."""
-        from deltalake.transaction import RemoveAction
-
-        actions, straddling = [], []
-        now = int(time.time() * 1000)
-        for add in _add_actions(table):
-            stats = json.loads(add["stats"] or "{}")
-            lo = stats.get("minValues", {}).get(replace.column)
-            hi = stats.get("maxValues", {}).get(replace.column)
-            if lo is None or hi is None or replace.nulls:
-                # no range statistics, or null rows to replace (their count is not recorded): rewrite it
-                inside = outside = False
-            else:
-                inside = lo >= replace.low and (replace.high is None or hi < replace.high)
-                outside = hi < replace.low or (replace.high is not None and lo >= replace.high)
-            if outside:
-                continue
-            actions.append(RemoveAction(add["path"], True, now, add["size"], {}))
-            if not inside:
-                straddling.append(os.path.join(_local(path), add["path"]))
-        if straddling:
-            from pyspark.sql import functions as F
-
-            c = F.col(replace.column)
-            in_range = c >= replace.low if replace.high is None else (c >= replace.low) & (c < replace.high)
-            schema = from_arrow_schema(_arrow_schema(table), prefer_timestamp_ntz=False)
-            kept_nulls = F.lit(not replace.nulls)
-            kept = spark.read.schema(schema).parquet(*straddling).where(
-                F.when(c.isNull(), kept_nulls).otherwise(~in_range))
-            actions += _write_files(kept, path, stats_columns)
-        return actions
+def _delta_log(spark: SparkSession, path: str):
+    """The JVM DeltaLog of a table (cached by delta-spark per path, shared with its readers and writers)."""
+    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
 
 
-def _arrow_schema(table):
-    import pyarrow as pa
-
-    return pa.schema(table.schema().to_arrow())
-
-
-def _nullable(schema):
-    """Delta columns are declared nullable so later appends and replays never clash on nullability."""
-    import pyarrow as pa
-
-    return pa.schema([f.with_nullable(True) for f in schema])
-
-
-def _delta_schema(arrow_schema):
-    from deltalake import Schema
-
-    return Schema.from_arrow(arrow_schema)
-
-
-def _add_actions(table) -> list[dict]:
-    batch = table.get_add_actions(flatten=False)
-    import pyarrow as pa
-
-    rows = pa.table(batch).select(["path", "size_bytes"]).to_pylist()
-    stats = _stats_by_path(table)
-    return [{"path": r["path"], "size": r["size_bytes"], "stats": stats.get(r["path"])} for r in rows]
-
-
-def _stats_by_path(table) -> dict[str, str]:
-    """The raw `stats` JSON of each live file, read from the log's add actions."""
-    import pyarrow as pa
-
-    flat = pa.table(table.get_add_actions(flatten=True)).to_pylist()
-    out = {}
-    for r in flat:
-        mins = {k[len("min."):]: _plain(v) for k, v in r.items() if k.startswith("min.")}
-        maxs = {k[len("max."):]: _plain(v) for k, v in r.items() if k.startswith("max.")}
-        out[r["path"]] = json.dumps({"numRecords": r.get("num_records"), "minValues": mins, "maxValues": maxs})
-    return out
-
-
-def _plain(v):
-    return v if isinstance(v, (int, float, str)) or v is None else str(v)
-
-
-def _write_files(df: DataFrame, path: str, stats_columns) -> list:
-    """Executors write Parquet under the table folder; the driver turns the files into Add actions."""
-    from deltalake.transaction import AddAction
-
-    folder = f"part-{uuid.uuid4().hex}"
-    target = os.path.join(_local(path), folder)
-    df.write.mode("errorifexists").parquet(target)
-    actions = []
-    for name in sorted(os.listdir(target)):
-        if not name.endswith(".parquet"):
-            continue
-        full = os.path.join(target, name)
-        actions.append(AddAction(
-            path=f"{folder}/{name}",
-            size=os.path.getsize(full),
-            partition_values={},
-            modification_time=int(os.path.getmtime(full) * 1000),
-            data_change=True,
-            stats=_file_stats(full, stats_columns),
-        ))
-    return actions
-
-
-def _file_stats(path: str, columns) -> str:
-    """numRecords and min/max of integer columns, from the Parquet footer (no data read)."""
-    meta = pq.read_metadata(path)
-    mins, maxs = {}, {}
-    names = meta.schema.names
-    for column in columns:
-        if column not in names:
-            continue
-        i = names.index(column)
-        lo = hi = None
-        for g in range(meta.num_row_groups):
-            s = meta.row_group(g).column(i).statistics
-            if s is None or not s.has_min_max:
-                lo = hi = None
-                break
-            lo = s.min if lo is None else min(lo, s.min)
-            hi = s.max if hi is None else max(hi, s.max)
-        if lo is not None:
-            mins[column], maxs[column] = lo, hi
-    return json.dumps({"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs})
-
-
-class DeltaSparkStore:
-    """delta-spark, for clusters whose classpath has the Delta jars (`format("delta")`)."""
+class DeltaStore:
+    """delta-spark: appends, `replaceWhere` range replaces, overwrites with the new schema, idempotent commits."""
 
     def exists(self, path: str) -> bool:
-        from delta.tables import DeltaTable as SparkDeltaTable
-        from pyspark.sql import SparkSession
+        from delta.tables import DeltaTable
 
-        return SparkDeltaTable.isDeltaTable(SparkSession.getActiveSession(), path)
+        return DeltaTable.isDeltaTable(_spark(), path)
 
     def read(self, spark: SparkSession, path: str) -> DataFrame:
         return spark.read.format("delta").load(path)
 
+    def version(self, path: str) -> int | None:
+        """The table's latest version (None: no table)."""
+        v = _delta_log(_spark(), path).update(False, _none(), _none()).version()
+        return None if v < 0 else int(v)
+
     def transaction_version(self, path: str, app_id: str) -> int | None:
-        return None  # delta-spark dedupes through the txnAppId/txnVersion writer options instead
+        """The latest version committed for `app_id` (txnAppId), from the Delta log's snapshot."""
+        snapshot = _delta_log(_spark(), path).update(False, _none(), _none())
+        if snapshot.version() < 0:
+            return None
+        found = snapshot.transactions().get(app_id)
+        return int(found.get()) if found.isDefined() else None
 
     def write(self, df: DataFrame, path: str, *, mode: str = "append", replace: Replace | None = None,
-              txn: AppTransaction | None = None, stats_columns: tuple[str, ...] = ()) -> int | None:
+              txn: AppTransaction | None = None, metadata: dict | None = None) -> int | None:
+        """Commit `df` to the table in one Delta transaction; returns the new version, or None when `txn`
+        was already committed (nothing written).
+
+        mode `overwrite` replaces the whole table and takes `df`'s schema; `replace` replaces only the rows
+        in a range (`replaceWhere`). `metadata` is the commit's userMetadata (a JSON object).
+        """
+        if mode not in ("append", "overwrite"):
+            raise ValueError(f"mode: {mode!r} is not one of append, overwrite")
+        if mode == "overwrite" and replace is not None:
+            raise ValueError(f"replace: {replace} replaces a range; mode 'overwrite' replaces everything, not both")
+        log = _delta_log(df.sparkSession, path)
+        before = log.unsafeVolatileSnapshot().version()  # no I/O: the write refreshes the same cached log
         writer = df.write.format("delta").mode("overwrite" if (mode == "overwrite" or replace) else "append")
-        if mode == "overwrite" and replace is None:
+        if mode == "overwrite":
             writer = writer.option("overwriteSchema", "true")
-        if replace is not None and self.exists(path):
-            cond = f"{replace.column} >= {replace.low}"
-            if replace.high is not None:
-                cond += f" AND {replace.column} < {replace.high}"
-            writer = writer.option("replaceWhere", cond)
+        if replace is not None:
+            writer = writer.option("replaceWhere", replace.predicate())
         if txn is not None:
-            writer = writer.option("txnAppId", txn.app_id).option("txnVersion", txn.version)
+            writer = writer.option("txnAppId", txn.app_id).option("txnVersion", str(txn.version))
+        if metadata is not None:
+            writer = writer.option("userMetadata", json.dumps(metadata, sort_keys=True, default=str))
         writer.save(path)
-        return None
+        after = log.unsafeVolatileSnapshot().version()
+        return int(after) if after > before else None
+
+
+def _none():
+    from pyspark import SparkContext
+
+    return SparkContext._jvm.scala.Option.empty()
+
+
+def commit_metadata(spark: SparkSession, path: str, depth: int = 50) -> dict | None:
+    """The userMetadata (as a dict) of the table's latest commit that has one among its last `depth`
+    commits, skipping e.g. OPTIMIZE and VACUUM commits; None when none has one. Reads the commit infos of
+    the Delta log through delta-spark, newest first, on the driver."""
+    jvm = spark._jvm
+    log = _delta_log(spark, path)
+    latest = log.update(False, _none(), _none()).version()
+    conf = log.newDeltaHadoopConf()
+    delta = jvm.org.apache.spark.sql.delta
+    for version in range(latest, max(-1, latest - depth), -1):
+        info = delta.DeltaHistoryManager.getCommitInfoOpt(
+            log.store(), delta.util.FileNames.unsafeDeltaFile(log.logPath(), version), conf)
+        text = info.get().userMetadata() if info.isDefined() else None
+        if text is not None and text.isDefined():
+            try:
+                value = json.loads(text.get())
+            except json.JSONDecodeError:
+                return None
+            return value if isinstance(value, dict) else None
+    return None
 
 
 def default_store() -> TableStore:
-    """delta-spark when RETRACE_STORE=delta-spark (jars on the classpath), else delta-rs."""
-    return DeltaSparkStore() if os.environ.get("RETRACE_STORE") == "delta-spark" else DeltaRsStore()
+    return DeltaStore()

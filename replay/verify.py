@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from replay import journal, locks
 from replay.policy import Policy
 from replay.runner import check_target, output_path, run
+from replay.runs import check_whole
 from replay.store import TableStore, default_store
 
 COMPARED = ("decisions", "windows", "dead_letters")
@@ -98,6 +99,7 @@ def verify(spark: SparkSession, lake: str, policy: Policy, start: str | None = N
     if missing:
         raise FileNotFoundError(f"target {target!r} has no {missing[0]} table at "
                                 f"{output_path(lake, target, missing[0])}; nothing to verify")
+    check_whole(spark, lake, target, store)  # a half-written target would differ for a reason a replay can't name
     scratch = f"_verify-{uuid.uuid4().hex[:12]}"
     try:
         summary = run(spark, lake, policy, target=scratch, start=start, end=end, store=store)

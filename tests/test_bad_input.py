@@ -14,7 +14,6 @@ from pyspark.sql import functions as F
 from replay import journal, runner
 from replay.journal import ingest
 from replay.policy import Policy
-from replay.store import DeltaRsStore, default_store
 from replay.verify import verify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -81,9 +80,6 @@ def test_a_file_name_with_a_colon_is_journaled_like_any_other(spark, tmp_path):
     assert journaled_lines(spark, lake) == landing_lines(landing)
 
 
-@pytest.mark.xfail(isinstance(default_store(), DeltaRsStore), strict=True,
-                   reason="delta-rs reads the lake path as a URL (%25 -> %) and hands Spark %20-escaped file "
-                          "URIs; passes once delta-spark is the store")
 def test_a_lake_path_may_hold_any_character(spark, tmp_path):
     landing, lake = str(tmp_path / "landing"), str(tmp_path / f"la ke {ODD}")
     write_jsonl(landing, "part-0.jsonl", [event(0), event(1, second=1)])

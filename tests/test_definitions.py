@@ -71,8 +71,9 @@ def test_the_checks_are_those_of_assets_checks_on_retrace_assets():
 
 def test_jobs_schedules_and_sensors():
     repo = defs.get_repository_def()
-    assert {"live", "recovery"} <= {j.name for j in repo.get_all_jobs()}
-    assert {s.name: s.job_name for s in repo.schedule_defs} == {"recovery_schedule": "recovery"}
+    assert {"live", "recovery", "maintenance"} <= {j.name for j in repo.get_all_jobs()}
+    assert {s.name: s.job_name for s in repo.schedule_defs} == {"recovery_schedule": "recovery",
+                                                                "maintenance_schedule": "maintenance"}
     sensors = {s.name for s in repo.sensor_defs}
     assert sensors == {"landing_sensor", *(s.name for s in SENSORS)}
     assert repo.get_sensor_def("landing_sensor").job_name == "live"

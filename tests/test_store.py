@@ -1,15 +1,18 @@
-"""The Delta store: a commit tagged with an application transaction lands at most once; an overwrite
-replaces the rows and the schema; a range replace keeps the rows outside the range."""
+"""The Delta store (delta-spark): a commit tagged with an application transaction lands at most once; an
+overwrite replaces the rows and the schema; a range replace keeps the rows outside the range (and replaces
+null rows when asked); each commit carries its userMetadata."""
 from __future__ import annotations
 
+import json
+
 import pytest
+from delta.tables import DeltaTable
 
-from replay.store import AppTransaction, DeltaRsStore, Replace
+from replay.store import AppTransaction, DeltaStore, Replace, commit_metadata
 
 
-@pytest.mark.parametrize("version", [0, 3])
-def test_a_commit_for_a_transaction_already_made_is_not_made_again(spark, tmp_path, version):
-    store, path = DeltaRsStore(), str(tmp_path / "t")
+def test_a_commit_for_a_transaction_already_made_is_not_made_again(spark, tmp_path):
+    store, path, version = DeltaStore(), str(tmp_path / "t"), 3
     df = spark.createDataFrame([(1,), (2,)], "seq long")
     txn = AppTransaction("retrace-test", version)
     assert store.write(df, path, txn=txn) is not None
@@ -17,10 +20,11 @@ def test_a_commit_for_a_transaction_already_made_is_not_made_again(spark, tmp_pa
     assert store.write(df, path, txn=AppTransaction("retrace-test", version - 1)) is None
     assert store.read(spark, path).count() == 2
     assert store.transaction_version(path, "retrace-test") == version
+    assert store.transaction_version(path, "another-app") is None
 
 
 def test_an_overwrite_replaces_the_rows_and_takes_the_new_schema(spark, tmp_path):
-    store, path = DeltaRsStore(), str(tmp_path / "t")
+    store, path = DeltaStore(), str(tmp_path / "t")
     store.write(spark.createDataFrame([(1,), (2,)], "seq long"), path)
     store.write(spark.createDataFrame([(3, "x")], "seq long, key string"), path, mode="overwrite")
     table = store.read(spark, path)
@@ -29,13 +33,32 @@ def test_an_overwrite_replaces_the_rows_and_takes_the_new_schema(spark, tmp_path
 
 
 def test_a_range_replace_keeps_the_rows_outside_the_range(spark, tmp_path):
-    store, path = DeltaRsStore(), str(tmp_path / "t")
-    store.write(spark.createDataFrame([(s,) for s in range(6)], "seq long"), path, stats_columns=("seq",))
-    store.write(spark.createDataFrame([(30,)], "seq long"), path, replace=Replace("seq", 2, 4))
-    assert sorted(r["seq"] for r in store.read(spark, path).collect()) == [0, 1, 4, 5, 30]
+    store, path = DeltaStore(), str(tmp_path / "t")
+    store.write(spark.createDataFrame([(s,) for s in range(6)], "seq long"), path)
+    store.write(spark.createDataFrame([(3,)], "seq long"), path, replace=Replace("seq", 2, 4))
+    assert sorted(r["seq"] for r in store.read(spark, path).collect()) == [0, 1, 3, 4, 5]
+
+
+def test_a_range_replace_with_nulls_replaces_the_null_rows_too(spark, tmp_path):
+    store, path = DeltaStore(), str(tmp_path / "t")
+    rows = [(1, 1), (2, 5), (3, None), (4, 9)]
+    store.write(spark.createDataFrame(rows, "id long, emitted_at long"), path)
+    store.write(spark.createDataFrame([(5, 6), (6, None)], "id long, emitted_at long"), path,
+                replace=Replace("emitted_at", 5, None, nulls=True))
+    assert sorted(r["id"] for r in store.read(spark, path).collect()) == [1, 5, 6]
+
+
+def test_each_commit_records_its_user_metadata(spark, tmp_path):
+    store, path = DeltaStore(), str(tmp_path / "t")
+    store.write(spark.createDataFrame([(1,)], "seq long"), path, metadata={"run": "a", "table": "t"})
+    store.write(spark.createDataFrame([(2,)], "seq long"), path, metadata={"run": "b", "table": "t"})
+    DeltaTable.forPath(spark, path).optimize().executeCompaction()  # a commit without userMetadata
+    history = DeltaTable.forPath(spark, path).history().orderBy("version").collect()
+    assert [json.loads(h["userMetadata"])["run"] if h["userMetadata"] else None for h in history] == ["a", "b", None]
+    assert commit_metadata(spark, path) == {"run": "b", "table": "t"}
 
 
 def test_overwrite_and_a_range_replace_together_are_refused(spark, tmp_path):
     df = spark.createDataFrame([(1,)], "seq long")
     with pytest.raises(ValueError, match="replace"):
-        DeltaRsStore().write(df, str(tmp_path / "t"), mode="overwrite", replace=Replace("seq", 0))
+        DeltaStore().write(df, str(tmp_path / "t"), mode="overwrite", replace=Replace("seq", 0))

@@ -1,0 +1,154 @@
+"""Table maintenance of a lake (`replay maintain`, the Dagster `maintenance` job): per Delta table, compact
+small files (OPTIMIZE), keep only the last N checkpoints of each target, and vacuum files that no version
+within the retention needs. Micro-batches leave many small files; reads slow down with each one.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from replay.durations import format_duration, parse_duration
+
+DEFAULT_RETENTION = "7d"  # Delta's own default (delta.deletedFileRetentionDuration)
+DEFAULT_KEEP_CHECKPOINTS = 100
+CHECKPOINT_TABLES = ("checkpoints", "checkpoint_windows", "checkpoint_keys")
+HOUR_US = 3_600_000_000
+
+
+@dataclass
+class TableReport:
+    table: str  # relative to the lake, e.g. outputs/production/decisions
+    version_before: int
+    version_after: int
+    files_before: int
+    files_after: int
+    bytes_before: int
+    bytes_after: int
+    files_vacuumed: int = 0
+    checkpoints_removed: int = 0  # batches whose checkpoint rows were deleted
+
+
+@dataclass
+class MaintenanceReport:
+    lake: str
+    retention: str
+    keep_checkpoints: int
+    tables: list[TableReport]
+
+    def totals(self) -> dict:
+        t = self.tables
+        return {"tables": len(t), "files_before": sum(r.files_before for r in t),
+                "files_after": sum(r.files_after for r in t), "bytes_before": sum(r.bytes_before for r in t),
+                "bytes_after": sum(r.bytes_after for r in t), "files_vacuumed": sum(r.files_vacuumed for r in t),
+                "checkpoints_removed": sum(r.checkpoints_removed for r in t)}
+
+    def to_dict(self) -> dict:
+        return {"lake": self.lake, "retention": self.retention, "keep_checkpoints": self.keep_checkpoints,
+                "totals": self.totals(), "tables": [asdict(r) for r in self.tables]}
+
+
+def lake_tables(lake: str) -> list[str]:
+    """Every Delta table of the lake, relative to it: the journal, its source, and each target's tables
+    (scratch targets, `_verify-*` and `_scratch-*`, are left alone)."""
+    def is_table(rel: str) -> bool:
+        return os.path.isdir(os.path.join(lake, rel, "_delta_log"))
+
+    out = [t for t in ("journal", "journal_source") if is_table(t)]
+    outputs = os.path.join(lake, "outputs")
+    for target in sorted(os.listdir(outputs)) if os.path.isdir(outputs) else []:
+        if target.startswith("_"):
+            continue
+        for table in sorted(os.listdir(os.path.join(outputs, target))):
+            rel = os.path.join("outputs", target, table)
+            if not table.startswith("_") and is_table(rel):
+                out.append(rel)
+    return out
+
+
+def maintain(spark: SparkSession, lake: str, retention: str = DEFAULT_RETENTION,
+             keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS) -> MaintenanceReport:
+    """Prune checkpoints, OPTIMIZE, then VACUUM every table of the lake; what it did, per table."""
+    retention_us = parse_duration(retention, "retention")
+    if retention_us < 0:
+        raise ValueError(f"retention: {retention!r} must not be negative")
+    if keep_checkpoints < 1:
+        raise ValueError(f"keep_checkpoints: {keep_checkpoints} must be at least 1 (the live job resumes from the last)")
+    if not os.path.isdir(lake):
+        raise FileNotFoundError(f"no lake at {lake}")
+    removed = {}
+    for rel in lake_tables(lake):
+        if os.path.basename(rel) == "checkpoints":
+            removed.update(prune_checkpoints(spark, os.path.join(lake, os.path.dirname(rel)), keep_checkpoints))
+    reports = []
+    for rel in lake_tables(lake):
+        reports.append(_maintain_table(spark, lake, rel, retention_us, removed.get(os.path.join(lake, rel), 0)))
+    return MaintenanceReport(lake, format_duration(retention_us), keep_checkpoints, reports)
+
+
+def prune_checkpoints(spark: SparkSession, target_dir: str, keep: int) -> dict[str, int]:
+    """Delete the checkpoint rows of every batch but the last `keep` (by batch, as `checkpoints.load` picks
+    them); returns the batches removed per table path. A range replay from before the oldest checkpoint
+    kept starts from the journal's start instead (slower, same result)."""
+    from delta.tables import DeltaTable
+
+    marks = (spark.read.format("delta").load(os.path.join(target_dir, "checkpoints"))
+             .where(F.col("entity") == "batch").select("batch").distinct())
+    kept = [r["batch"] for r in marks.orderBy(F.col("batch").desc()).limit(keep).collect()]
+    if len(kept) < keep:
+        return {}
+    oldest = min(kept)
+    out = {}
+    for table in CHECKPOINT_TABLES:
+        path = os.path.join(target_dir, table)
+        if not os.path.isdir(os.path.join(path, "_delta_log")):
+            continue
+        old = spark.read.format("delta").load(path).where(F.col("batch") < oldest)
+        n = old.select("batch").distinct().count()
+        if n:
+            DeltaTable.forPath(spark, path).delete(F.col("batch") < oldest)
+        out[path] = n
+    return out
+
+
+def _maintain_table(spark, lake: str, rel: str, retention_us: int, checkpoints_removed: int) -> TableReport:
+    from delta.tables import DeltaTable
+
+    path = os.path.join(lake, rel)
+    table = DeltaTable.forPath(spark, path)
+    before = _detail(table)
+    table.optimize().executeCompaction()
+    hours = retention_us / HOUR_US
+    with _retention_check(spark, hours):
+        doomed = spark.sql(f"VACUUM delta.`{path}` RETAIN {hours} HOURS DRY RUN").count()
+        if doomed:
+            table.vacuum(hours)
+    after = _detail(table)
+    return TableReport(rel, before["version"], after["version"], before["files"], after["files"], before["bytes"],
+                       after["bytes"], doomed, checkpoints_removed)
+
+
+def _detail(table) -> dict:
+    d = table.detail().select("numFiles", "sizeInBytes").first()
+    version = table.history(1).select("version").first()["version"]
+    return {"files": int(d["numFiles"]), "bytes": int(d["sizeInBytes"]), "version": int(version)}
+
+
+@contextmanager
+def _retention_check(spark: SparkSession, hours: float):
+    """Delta refuses a retention shorter than the table's `delta.deletedFileRetentionDuration` (7 days by
+    default) unless `retentionDurationCheck` is off: a shorter one is asked for explicitly, so allow it here
+    (time travel to versions older than the retention then fails, and so may readers running that long)."""
+    key = "spark.databricks.delta.retentionDurationCheck.enabled"
+    if hours >= 7 * 24:
+        yield
+        return
+    previous = spark.conf.get(key, "true")
+    spark.conf.set(key, "false")
+    try:
+        yield
+    finally:
+        spark.conf.set(key, previous)

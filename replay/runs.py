@@ -1,0 +1,56 @@
+"""Which run wrote each output table of a target: a target is whole only when every table's latest commit
+comes from the same run (`replay run`, or one live micro-batch). An interrupted run leaves a mix."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from replay.store import TableStore, commit_metadata, default_store
+
+OUTPUTS = ("decisions", "windows", "dead_letters", "watermarks", "metrics")
+
+
+class MixedRuns(ValueError):
+    """A target's tables come from different runs (a run was interrupted between its table commits)."""
+
+
+@dataclass(frozen=True)
+class TableRun:
+    table: str
+    run: str | None  # None: no table, or no commit that records a run (written by hand or an older Retrace)
+    job: str | None = None
+
+
+def table_runs(spark: SparkSession, lake: str, target: str, store: TableStore | None = None) -> list[TableRun]:
+    """The run recorded by the latest commit of each output table of `target` (maintenance commits skipped)."""
+    from replay.runner import output_path
+
+    store = store or default_store()
+    out = []
+    for table in OUTPUTS:
+        path = output_path(lake, target, table)
+        meta = commit_metadata(spark, path) if store.exists(path) else None
+        out.append(TableRun(table, (meta or {}).get("run"), (meta or {}).get("job")))
+    return out
+
+
+def describe(runs: list[TableRun]) -> str:
+    """E.g. 'decisions, windows from run 3f2a...; dead_letters, watermarks, metrics from run 9c1d...'."""
+    groups: dict[str | None, list[str]] = {}
+    for r in runs:
+        groups.setdefault(r.run, []).append(r.table)
+    return "; ".join(f"{', '.join(tables)} " + (f"from run {run}" if run else "missing or without a run id")
+                     for run, tables in groups.items())
+
+
+def check_whole(spark: SparkSession, lake: str, target: str, store: TableStore | None = None,
+                runs: list[TableRun] | None = None) -> str | None:
+    """The run every output table of `target` comes from; MixedRuns when they come from different runs.
+    Tables that record no run (hand-written, older) are not counted."""
+    runs = runs if runs is not None else table_runs(spark, lake, target, store)
+    ids = {r.run for r in runs if r.run is not None}
+    if len(ids) > 1:
+        raise MixedRuns(f"target {target!r} in {lake} is half-written (an interrupted run?): {describe(runs)}; "
+                        f"run the same `replay run` (or `replay stream`) again to finish it")
+    return ids.pop() if ids else None
