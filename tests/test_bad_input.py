@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from replay import journal, runner
 from replay.journal import ingest
 from replay.policy import Policy
+from replay.store import default_store
 from replay.verify import verify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
