@@ -1,4 +1,5 @@
-"""The live job: Spark Structured Streaming over the landing source; every micro-batch journals first.
+"""The live job: Spark Structured Streaming over the landing source or a Kafka topic; every micro-batch
+journals first.
 
 Per micro-batch, in order: (1) append its rows to the journal with new `seq` values, plus a clock row
 with the estimated arrival time for every partition seen before that has no new event; (2) decide the
@@ -63,14 +64,16 @@ class BatchReport:
     def line(self) -> str:
         delay = "n/a" if self.watermark_delay_s is None else f"{self.watermark_delay_s:.1f}s"
         waiting = "?" if self.files_waiting is None else self.files_waiting
+        lag = f"{waiting} landing files waiting, " if self.unit == "files" else ""
         return (f"batch {self.batch}: {self.files} {self.unit}, {self.rows} rows (seq {self.seq_from}-{self.seq_to}, "
-                f"{self.clock_rows} clock rows) committed in {self.seconds:.1f}s; lag: {waiting} landing files "
-                f"waiting, watermark delay {delay}")
+                f"{self.clock_rows} clock rows) committed in {self.seconds:.1f}s; lag: {lag}watermark delay {delay}")
 
 
 @dataclass
 class LiveJob:
-    """The micro-batch step of the live job, usable on any DataFrame of landing lines (source, source_line, line)."""
+    """The micro-batch step of the live job, usable on any DataFrame of landing lines (source, source_line, line).
+    A source only decides how its batch becomes sequenced journal rows (`_append`); journaling with clock rows
+    (`_journal`), deciding and committing (`_decide`) are shared (see KafkaLiveJob)."""
 
     spark: SparkSession
     lake: str

@@ -62,13 +62,14 @@ def cmd_stream(a) -> int:
         s = run_kafka_stream(_spark(), a.kafka_bootstrap, a.topic, a.lake, policy, target=a.target,
                              trust_create_time=a.trust_create_time, max_records_per_batch=a.max_records_per_batch,
                              max_batches=a.max_batches, clock=a.clock, until_idle=a.until_idle,
-                             partitions=a.partitions)
+                             partitions=a.partitions, trigger_seconds=a.trigger_seconds)
     else:
         if a.topic or a.trust_create_time or a.max_records_per_batch:
             raise ValueError("--topic, --trust-create-time and --max-records-per-batch need --kafka-bootstrap")
         s = run_stream(_spark(), a.landing, a.lake, policy, target=a.target,
                        max_files_per_batch=a.max_files_per_batch, max_bytes_per_batch=a.max_bytes_per_batch,
-                       max_batches=a.max_batches, clock=a.clock, until_idle=a.until_idle, partitions=a.partitions)
+                       max_batches=a.max_batches, clock=a.clock, until_idle=a.until_idle, partitions=a.partitions,
+                       trigger_seconds=a.trigger_seconds)
     print(json.dumps({"target": a.target, "batches": s.batches, "rows": s.rows, "clock_rows": s.clock_rows,
                       "seconds": round(s.seconds, 2),
                       "batch_seconds": [round(r.seconds, 2) for r in s.reports]}, indent=2))
@@ -142,6 +143,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--max-files-per-batch", type=int)
     s.add_argument("--max-bytes-per-batch", type=int)
     s.add_argument("--max-batches", type=int, help="stop after this many micro-batches")
+    s.add_argument("--trigger-seconds", type=float, default=1.0, help="seconds between micro-batch starts")
     s.add_argument("--clock", choices=("system", "simulated"), default="system",
                    help="processing time for estimated arrivals: the wall clock, or derived from the data")
     s.add_argument("--until-idle", action="store_true",

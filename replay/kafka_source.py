@@ -89,7 +89,7 @@ def after(records: DataFrame, journaled: dict[int, int]) -> DataFrame:
     if not journaled:
         return records
     done = F.create_map(*[F.lit(x) for p, o in sorted(journaled.items()) for x in (p, o)])
-    return records.where(F.col("offset") > F.coalesce(F.element_at(done, F.col("partition")), F.lit(-1)))
+    return records.where(F.col("offset") > F.coalesce(F.try_element_at(done, F.col("partition")), F.lit(-1)))
 
 
 def record_text() -> F.Column:

@@ -51,42 +51,59 @@ def produce(broker, topic: str, count: int, seconds: float, seed: int) -> None:
 
 
 def stream(broker, topic: str, lake: str, policy_file: str, kill_after: float | None = None) -> int:
-    """`replay stream` from the topic in its own process; killed (process group, SIGKILL) after `kill_after` s."""
+    """`replay stream` from the topic in its own process; with `kill_after`, killed (process group, SIGKILL)
+    that many seconds after it committed its first micro-batch, so the kill lands while it is working."""
     env = {**os.environ, "PYTHONPATH": ROOT}
     env.pop("RETRACE_CRASH_AT", None)
     cmd = [sys.executable, "-m", "replay.cli", "stream", "--kafka-bootstrap", broker.bootstrap, "--topic", topic,
-           "--lake", lake, "--policy", policy_file, "--clock", "simulated", "--max-records-per-batch", "150"]
+           "--lake", lake, "--policy", policy_file, "--clock", "simulated", "--max-records-per-batch", "300",
+           "--trigger-seconds", "0.5"]
     if kill_after is None:
         cmd.append("--until-idle")
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
+    err: list[str] = []
+    first_batch = threading.Event()
+
+    def read_stderr():
+        for line in proc.stderr:
+            err.append(line)
+            if line.startswith("batch "):
+                first_batch.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     try:
         if kill_after is not None:
+            deadline = time.monotonic() + 300
+            while not first_batch.wait(1) and proc.poll() is None and time.monotonic() < deadline:
+                pass
             time.sleep(kill_after)
             os.killpg(proc.pid, signal.SIGKILL)
-        _, err = proc.communicate(timeout=600)
+        proc.wait(timeout=600)
+        reader.join(timeout=10)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     if kill_after is None:
-        assert proc.returncode == 0, err[-3000:]
+        assert proc.returncode == 0, "".join(err)[-3000:]
     return proc.returncode
 
 
 @pytest.fixture(scope="module")
 def killed_lake(kafka_broker, tmp_path_factory):
-    """1200 events produced to 4 partitions while the live job runs, is killed at random times and restarted."""
+    """600 events produced to 4 partitions while the live job runs, is killed at random times and restarted."""
     base = tmp_path_factory.mktemp("kafka-crashes")
     lake, policy_file = str(base / "lake"), str(base / "policy.yaml")
     with open(policy_file, "w") as f:
         yaml.safe_dump(POLICY, f)
     topic = kafka_broker.create_topic("events")
-    producer = threading.Thread(target=produce, args=(kafka_broker, topic, 1200, 60.0, 5))
+    producer = threading.Thread(target=produce, args=(kafka_broker, topic, 600, 60.0, 5))
     producer.start()
     rng = random.Random(13)
     try:
         for _ in range(3):
-            stream(kafka_broker, topic, lake, policy_file, kill_after=rng.uniform(20, 35))
+            stream(kafka_broker, topic, lake, policy_file, kill_after=rng.uniform(0, 6))
     finally:
         producer.join()
     stream(kafka_broker, topic, lake, policy_file)  # to the end of the topic, no crash
@@ -96,8 +113,8 @@ def killed_lake(kafka_broker, tmp_path_factory):
 def test_records_are_journaled_exactly_once_despite_kills(spark, killed_lake):
     topic, lake = killed_lake
     rows = journal.read(spark, lake).where(F.col("source") == kafka_source.source_name(topic))
-    assert rows.count() == 1200
-    assert rows.select("partition", "offset").distinct().count() == 1200
+    assert rows.count() == 600
+    assert rows.select("partition", "offset").distinct().count() == 600
     assert rows.where(F.col("source_line") != F.col("offset")).count() == 0
 
 
@@ -168,3 +185,18 @@ def test_a_create_time_topic_is_read_when_producer_times_are_trusted(spark, kafk
                      clock="simulated", trust_create_time=True)
     rows = journal.read(spark, lake).where(F.col("kind") == "event").select(F.unix_micros("arrival_time").alias("t"))
     assert [r["t"] for r in rows.collect()] == [int(produced_at.timestamp()) * 1_000_000]
+
+
+def test_the_dagster_live_job_reads_a_topic_given_in_its_config(spark, kafka_broker, tmp_path):
+    from orchestration.live import live_job
+    from orchestration.resources import RetraceResource
+
+    topic = kafka_broker.create_topic("dagster-live")
+    produce(kafka_broker, topic, 40, 0.5, seed=8)
+    lake = str(tmp_path / "lake")
+    config = {"ops": {"live_micro_batches": {"config": {"kafka_bootstrap": kafka_broker.bootstrap, "topic": topic}}}}
+    result = live_job.execute_in_process(run_config=config, resources={"retrace": RetraceResource(lake=lake)})
+    assert result.success
+    (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    assert output.event_specific_data.metadata["summary"].data["rows"] >= 40  # events, and clock rows if any
+    assert journal.read(spark, lake).where(F.col("source") == kafka_source.source_name(topic)).count() == 40
