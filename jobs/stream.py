@@ -1,4 +1,5 @@
-"""The live job: Spark Structured Streaming over the landing source; every micro-batch journals first.
+"""The live job: Spark Structured Streaming over the landing source or a Kafka topic; every micro-batch
+journals first.
 
 Per micro-batch, in order: (1) append its rows to the journal with new `seq` values, plus a clock row
 with the estimated arrival time for every partition seen before that has no new event; (2) decide the
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay import checkpoints, engine, journal, locks, manifest, metrics
+from replay import checkpoints, engine, journal, kafka_source as kafka, locks, manifest, metrics
 from replay.checkpoints import Checkpoint, SourcePartition
 from replay.decisions import NEG
 from replay.durations import format_instant
@@ -58,18 +59,21 @@ class BatchReport:
     files_waiting: int | None
     seconds: float
     committed_at: float = 0.0  # wall-clock time (epoch seconds) when the batch's last commit landed
+    unit: str = "files"  # what `files` counts: landing files, or Kafka partitions with new records
 
     def line(self) -> str:
         delay = "n/a" if self.watermark_delay_s is None else f"{self.watermark_delay_s:.1f}s"
         waiting = "?" if self.files_waiting is None else self.files_waiting
-        return (f"batch {self.batch}: {self.files} files, {self.rows} rows (seq {self.seq_from}-{self.seq_to}, "
-                f"{self.clock_rows} clock rows) committed in {self.seconds:.1f}s; lag: {waiting} landing files "
-                f"waiting, watermark delay {delay}")
+        lag = f"{waiting} landing files waiting, " if self.unit == "files" else ""
+        return (f"batch {self.batch}: {self.files} {self.unit}, {self.rows} rows (seq {self.seq_from}-{self.seq_to}, "
+                f"{self.clock_rows} clock rows) committed in {self.seconds:.1f}s; lag: {lag}watermark delay {delay}")
 
 
 @dataclass
 class LiveJob:
-    """The micro-batch step of the live job, usable on any DataFrame of landing lines (source, source_line, line)."""
+    """The micro-batch step of the live job, usable on any DataFrame of landing lines (source, source_line, line).
+    A source only decides how its batch becomes sequenced journal rows (`_append`); journaling with clock rows
+    (`_journal`), deciding and committing (`_decide`) are shared (see KafkaLiveJob)."""
 
     spark: SparkSession
     lake: str
@@ -81,6 +85,7 @@ class LiveJob:
     landing: object | None = None  # a replay.landing.Landing, to report files waiting
     reports: list[BatchReport] = field(default_factory=list)
     on_batch: object | None = None  # called with each BatchReport (progress, benchmarks)
+    unit = "files"
 
     def __post_init__(self):
         check_target(self.target)
@@ -139,24 +144,32 @@ class LiveJob:
 
     def _append(self, lines: DataFrame, files: list[str]) -> DataFrame:
         """Journal the batch: its rows in (file, line) order, then the clock rows; returns the new rows."""
-        path = journal.journal_path(self.lake)
         rows = journal.normalize(journal.raw_from_lines(lines), self.source_partitions).persist()
         per_file = {r["source"]: r["lines"] for r in rows.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
         base = self.cp.state.seq + 1
-        events = journal.with_seq(self.spark, rows, files, per_file, base)
+        observed = manifest.observe(self.landing, files) if self.landing is not None else {}
+        try:
+            new = self._journal(journal.with_seq(self.spark, rows, files, per_file, base), base,
+                                sum(per_file.values()))
+        finally:
+            rows.unpersist()
+        manifest.record(self.spark, self.lake, observed, self.store)
+        return new
+
+    def _journal(self, events: DataFrame, base: int, count: int) -> DataFrame:
+        """Append `count` source rows (seq `base`...) and the clock rows after them; returns the new rows.
+        Shared by every source: only how a batch becomes sequenced rows differs."""
+        path = journal.journal_path(self.lake)
         seen = {r["partition"]: r for r in events.where(F.col("kind") == "event").groupBy("partition").agg(
             F.max(F.unix_micros("arrival_time")).alias("arrival"), F.max("offset").alias("offset")).collect()}
         latest = max([r["arrival"] for r in seen.values()] + [s.last_arrival for s in self.cp.source.values()],
                      default=None)
         now = processing_time(self.clock, latest)
-        clocks = self._clock_rows(now, seen, base + sum(per_file.values()))
-        observed = manifest.observe(self.landing, files) if self.landing is not None else {}
+        clocks = self._clock_rows(now, seen, base + count)
         _crash_point("journal")
         self.store.write(events.unionByName(clocks).coalesce(1), path,
-                         metadata={"job": "replay stream", "table": "journal", "seq_from": base, "files": len(files)})
-        rows.unpersist()
+                         metadata={"job": "replay stream", "table": "journal", "seq_from": base, "rows": count})
         _crash_point("journaled")
-        manifest.record(self.spark, self.lake, observed, self.store)
         return self.store.read(self.spark, path).where(F.col("seq") >= base)
 
     def _clock_rows(self, now: int, seen: dict, first_seq: int) -> DataFrame:
@@ -254,7 +267,7 @@ class LiveJob:
                 self.sources = journal.journaled_sources(self.spark, self.lake, self.store)
             waiting = sum(1 for f in self.landing.files() if f.name not in self.sources)
         return BatchReport(batch, files, span["n"], span["clocks"], span["lo"], span["hi"], delay, waiting,
-                           time.perf_counter() - began, time.time())
+                           time.perf_counter() - began, time.time(), self.unit)
 
 
 def _micros(iso: str) -> int:
@@ -279,10 +292,8 @@ def run_stream(spark: SparkSession, landing: str, lake: str, policy: Policy, *, 
     """Run the live job: micro-batches over the landing source until it is idle (`until_idle`), `max_batches`
     were committed, or the process is stopped. Holds the journal's and the target's locks (one writer at a
     time) and first reports journaled landing files that changed since."""
-    for name, v in (("max_files_per_batch", max_files_per_batch), ("max_bytes_per_batch", max_bytes_per_batch),
-                    ("max_batches", max_batches)):
-        if v is not None and v < 1:
-            raise ValueError(f"{name}: {v} must be at least 1")
+    _check_bounds(max_files_per_batch=max_files_per_batch, max_bytes_per_batch=max_bytes_per_batch,
+                  max_batches=max_batches)
     check_target(target)
     with locks.hold(locks.journal_lock(lake), "stream"), locks.hold(locks.target_lock(lake, target), "stream"):
         return _run_stream(spark, landing, lake, policy, target, max_files_per_batch, max_bytes_per_batch,
@@ -307,8 +318,94 @@ def _run_stream(spark, landing, lake, policy, target, max_files_per_batch, max_b
         reader = reader.option("maxFilesPerBatch", str(max_files_per_batch))
     if max_bytes_per_batch:
         reader = reader.option("maxBytesPerBatch", str(max_bytes_per_batch))
+    return _run_query(job, reader.load(), began, until_idle=until_idle, max_batches=max_batches,
+                      trigger_seconds=trigger_seconds)
+
+
+@dataclass
+class KafkaLiveJob(LiveJob):
+    """The live job over a Kafka topic: a micro-batch is Kafka records; partition, offset and arrival time
+    (the broker's append time) come from Kafka, the rest from the JSON value, kept whole in `payload`."""
+
+    topic: str = ""
+    unit = "partitions"
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.offsets = kafka.journaled_offsets(self.spark, self.lake, self.topic, self.store)
+
+    def _process(self, records: DataFrame) -> None:
+        began = time.perf_counter()
+        if not self.caught_up:
+            tail = self._tail()
+            if tail is not None:  # finish what a crashed run journaled (its offsets are not read again)
+                self._decide(tail[1], 0, began)
+                began = time.perf_counter()
+            self.caught_up = True
+        raw = kafka.raw_from_records(kafka.after(records, self.offsets), self.topic)
+        rows = journal.normalize(raw, self.source_partitions, keep_payload=True).persist()
+        try:
+            per_partition = {r["partition"]: r for r in rows.groupBy("partition").agg(
+                F.count("*").alias("n"), F.max("offset").alias("offset")).collect()}
+            if not per_partition:
+                return
+            base = self.cp.state.seq + 1
+            new = self._journal(kafka.with_seq(rows, base), base, sum(r["n"] for r in per_partition.values()))
+        finally:
+            rows.unpersist()
+        self.offsets.update({p: r["offset"] for p, r in per_partition.items()})
+        self._decide(new, len(per_partition), began)
+
+
+KAFKA_RECORDS = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
+
+
+def run_kafka_stream(spark: SparkSession, bootstrap: str, topic: str, lake: str, policy: Policy, *,
+                     target: str = "production", trust_create_time: bool = False,
+                     max_records_per_batch: int | None = None, max_batches: int | None = None,
+                     clock: str = "system", until_idle: bool = False, partitions: int | None = None,
+                     trigger_seconds: float = 1.0, on_batch=None) -> StreamSummary:
+    """Run the live job over a Kafka topic, from the offsets after the journal's, until it is caught up with
+    the topic (`until_idle`), `max_batches` were committed, or the process is stopped. Holds the journal's and
+    the target's locks (one writer at a time)."""
+    _check_bounds(max_records_per_batch=max_records_per_batch, max_batches=max_batches)
+    check_target(target)
+    with locks.hold(locks.journal_lock(lake), "stream"), locks.hold(locks.target_lock(lake, target), "stream"):
+        return _run_kafka_stream(spark, bootstrap, topic, lake, policy, target, trust_create_time,
+                                 max_records_per_batch, max_batches, clock, until_idle, partitions, trigger_seconds,
+                                 on_batch)
+
+
+def _run_kafka_stream(spark, bootstrap, topic, lake, policy, target, trust_create_time, max_records_per_batch,
+                      max_batches, clock, until_idle, partitions, trigger_seconds, on_batch) -> StreamSummary:
+    began = time.perf_counter()
+    info = kafka.describe(spark, bootstrap, topic)
+    kafka.check_arrival_time(info, trust_create_time)
+    if partitions is not None and partitions != info.partitions:
+        raise ValueError(f"--partitions {partitions} differs from the {info.partitions} partitions of topic {topic}")
+    job = KafkaLiveJob(spark, lake, policy, target=target, clock=clock, partitions=info.partitions,
+                       on_batch=on_batch, topic=topic)
+    job.process(spark.createDataFrame([], KAFKA_RECORDS))  # finish a crashed batch
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic)
+              .option("startingOffsets", kafka.starting_offsets(topic, info.partitions, job.offsets)))
+    if max_records_per_batch:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_records_per_batch))
+    return _run_query(job, reader.load(), began, until_idle=until_idle, max_batches=max_batches,
+                      trigger_seconds=trigger_seconds)
+
+
+def _check_bounds(**bounds: int | None) -> None:
+    for name, v in bounds.items():
+        if v is not None and v < 1:
+            raise ValueError(f"{name}: {v} must be at least 1")
+
+
+def _run_query(job: LiveJob, batches: DataFrame, began: float, *, until_idle: bool, max_batches: int | None,
+               trigger_seconds: float) -> StreamSummary:
+    """Micro-batches of `batches` through `job.process` (foreachBatch) with a scratch Spark checkpoint."""
     scratch = tempfile.mkdtemp(prefix="retrace-stream-")  # Spark's checkpoint: the journal is the real one
-    writer = reader.load().writeStream.foreachBatch(job.process).option("checkpointLocation", scratch)
+    writer = batches.writeStream.foreachBatch(job.process).option("checkpointLocation", scratch)
     writer = writer.trigger(availableNow=True) if until_idle else writer.trigger(processingTime=f"{trigger_seconds} seconds")
     query = writer.start()
     try:
@@ -324,4 +421,3 @@ def _run_stream(spark, landing, lake, policy, target, max_files_per_batch, max_b
     reports = job.reports
     return StreamSummary(len(reports), sum(r.rows for r in reports), sum(r.clock_rows for r in reports),
                          time.perf_counter() - began, reports)
-

@@ -11,12 +11,31 @@ IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dag
              dg.DagsterRunStatus.STARTED]
 
 
-@dg.op(description="Run the streaming job's micro-batches until the landing folder is drained.")
-def live_micro_batches(context: dg.OpExecutionContext, retrace: RetraceResource):
-    from jobs.stream import run_stream  # the live job; imported lazily so the code location loads without Spark
+class LiveSource(dg.Config):
+    """Where the live job reads: the resource's landing folder (default), or a Kafka topic."""
 
-    result = run_stream(retrace.spark(), retrace.landing, retrace.lake, retrace.policy(), max_batches=None,
-                        until_idle=True, clock="system", partitions=retrace.partitions)
+    kafka_bootstrap: str = ""  # HOST:PORT of a broker; empty = the landing folder
+    topic: str = ""
+    trust_create_time: bool = False  # accept a CreateTime topic (producer clocks as arrival times)
+    max_records_per_batch: int = 0  # Kafka: records per micro-batch, 0 = no bound
+
+
+@dg.op(description="Run the streaming job's micro-batches until the landing folder (or the Kafka topic, as it "
+                   "was when the run started) is drained.")
+def live_micro_batches(context: dg.OpExecutionContext, config: LiveSource, retrace: RetraceResource):
+    # the live job; imported lazily so the code location loads without Spark
+    from jobs.stream import run_kafka_stream, run_stream
+
+    if config.kafka_bootstrap:
+        if not config.topic:
+            raise dg.Failure("live job config: topic is needed with kafka_bootstrap")
+        result = run_kafka_stream(retrace.spark(), config.kafka_bootstrap, config.topic, retrace.lake,
+                                  retrace.policy(), trust_create_time=config.trust_create_time,
+                                  max_records_per_batch=config.max_records_per_batch or None, until_idle=True,
+                                  clock="system")
+    else:
+        result = run_stream(retrace.spark(), retrace.landing, retrace.lake, retrace.policy(), max_batches=None,
+                            until_idle=True, clock="system", partitions=retrace.partitions)
     summary = dataclasses.asdict(result)
     yield dg.Output(None, metadata={"summary": dg.MetadataValue.json(_plain(summary))})
 

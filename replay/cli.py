@@ -90,7 +90,7 @@ def _run_state(spark, a, run_id: str) -> str:
 
 
 def cmd_stream(a) -> int:
-    from jobs.stream import run_stream
+    from jobs.stream import run_kafka_stream, run_stream
     from replay.policy import Policy
 
     from replay import locks
@@ -99,9 +99,23 @@ def cmd_stream(a) -> int:
     policy = Policy.from_yaml(a.policy)
     with locks.hold(locks.journal_lock(a.lake), "replay stream", wait=a.wait), \
             locks.hold(locks.target_lock(a.lake, check_target(a.target)), "replay stream", wait=a.wait):
-        s = run_stream(_spark(), a.landing, a.lake, policy, target=a.target,
-                       max_files_per_batch=a.max_files_per_batch, max_bytes_per_batch=a.max_bytes_per_batch,
-                       max_batches=a.max_batches, clock=a.clock, until_idle=a.until_idle, partitions=a.partitions)
+        if a.kafka_bootstrap:
+            if not a.topic:
+                raise ValueError("--topic is needed with --kafka-bootstrap")
+            if a.max_files_per_batch or a.max_bytes_per_batch:
+                raise ValueError("--max-files-per-batch and --max-bytes-per-batch bound landing files; "
+                                 "use --max-records-per-batch with Kafka")
+            s = run_kafka_stream(_spark(), a.kafka_bootstrap, a.topic, a.lake, policy, target=a.target,
+                                 trust_create_time=a.trust_create_time, max_records_per_batch=a.max_records_per_batch,
+                                 max_batches=a.max_batches, clock=a.clock, until_idle=a.until_idle,
+                                 partitions=a.partitions, trigger_seconds=a.trigger_seconds)
+        else:
+            if a.topic or a.trust_create_time or a.max_records_per_batch:
+                raise ValueError("--topic, --trust-create-time and --max-records-per-batch need --kafka-bootstrap")
+            s = run_stream(_spark(), a.landing, a.lake, policy, target=a.target,
+                           max_files_per_batch=a.max_files_per_batch, max_bytes_per_batch=a.max_bytes_per_batch,
+                           max_batches=a.max_batches, clock=a.clock, until_idle=a.until_idle, partitions=a.partitions,
+                           trigger_seconds=a.trigger_seconds)
     print(json.dumps({"target": a.target, "batches": s.batches, "rows": s.rows, "clock_rows": s.clock_rows,
                       "seconds": round(s.seconds, 2),
                       "batch_seconds": [round(r.seconds, 2) for r in s.reports]}, indent=2))
@@ -173,17 +187,25 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--target", default="production")
     _wait_argument(r)
     r.set_defaults(fn=cmd_run)
-    s = sub.add_parser("stream", help="the live job: journal and decide landing files in micro-batches")
-    s.add_argument("--landing", required=True, help="landing folder or s3://bucket/prefix")
+    s = sub.add_parser("stream", help="the live job: journal and decide landing files or Kafka records in micro-batches")
+    source = s.add_mutually_exclusive_group(required=True)
+    source.add_argument("--landing", help="landing folder or s3://bucket/prefix")
+    source.add_argument("--kafka-bootstrap", metavar="HOST:PORT", help="a Kafka broker to read --topic from")
+    s.add_argument("--topic", help="the Kafka topic (with --kafka-bootstrap)")
+    s.add_argument("--trust-create-time", action="store_true",
+                   help="accept a CreateTime topic: producer timestamps become arrival times")
+    s.add_argument("--max-records-per-batch", type=int, help="Kafka: at most this many records per micro-batch")
     s.add_argument("--lake", required=True)
     s.add_argument("--policy", required=True)
     s.add_argument("--target", default="production")
     s.add_argument("--max-files-per-batch", type=int)
     s.add_argument("--max-bytes-per-batch", type=int)
     s.add_argument("--max-batches", type=int, help="stop after this many micro-batches")
+    s.add_argument("--trigger-seconds", type=float, default=1.0, help="seconds between micro-batch starts")
     s.add_argument("--clock", choices=("system", "simulated"), default="system",
                    help="processing time for estimated arrivals: the wall clock, or derived from the data")
-    s.add_argument("--until-idle", action="store_true", help="stop when every landing file is journaled")
+    s.add_argument("--until-idle", action="store_true",
+                   help="stop when every landing file (or every record the topic held at start) is journaled")
     s.add_argument("--partitions", type=int,
                    help="the source's partition count (needed the first time; recorded with the journal)")
     _wait_argument(s)

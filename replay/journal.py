@@ -230,9 +230,10 @@ def raw_from_lines(lines: DataFrame) -> DataFrame:
     return lines.select("source", "source_line", "line", *[parsed[f].alias(f) for f in FIELDS])
 
 
-def normalize(raw: DataFrame, partitions: list[int] | None = None) -> DataFrame:
+def normalize(raw: DataFrame, partitions: list[int] | None = None, keep_payload: bool = False) -> DataFrame:
     """Typed journal columns; rows that cannot be placed become `malformed`, keeping their text (also rows
-    of a partition the source does not have, when its `partitions` are known)."""
+    of a partition the source does not have, when its `partitions` are known, and rows a source marks
+    `unparsed`). `keep_payload`: every row keeps its text in `payload`, not only malformed ones."""
     partition = F.col("partition").try_cast("int")
     offset = F.col("offset").try_cast("long")
     arrival = F.col("arrival_time").try_cast("timestamp")
@@ -244,7 +245,9 @@ def normalize(raw: DataFrame, partitions: list[int] | None = None) -> DataFrame:
     )
     if partitions is not None:
         malformed = malformed | ~partition.isin(*partitions)
-    keep_text = malformed | event_time.isNull()
+    if "unparsed" in raw.columns:
+        malformed = malformed | F.col("unparsed")
+    keep_text = F.lit(True) if keep_payload else malformed | event_time.isNull()
     return raw.select(
         partition.alias("partition"),
         offset.alias("offset"),
@@ -267,7 +270,7 @@ def with_seq(spark: SparkSession, rows: DataFrame, files: list[str], lines: dict
         acc += lines.get(f, 0)
     offsets = spark.createDataFrame(starts, "source string, start long")
     seq = F.col("start") + F.greatest(F.col("source_line"), F.lit(1)) - 1  # an `empty` row's line is 0
-    return rows.join(F.broadcast(offsets), "source").select(seq.alias("seq"), *[c for c in _names() if c != "seq"])
+    return rows.join(F.broadcast(offsets), "source").select(seq.alias("seq"), *[c for c in names() if c != "seq"])
 
 
 def source_path(lake: str) -> str:
@@ -307,7 +310,8 @@ def journaled_sources(spark: SparkSession, lake: str, store: TableStore | None =
             if r["source"] is not None}
 
 
-def _names() -> list[str]:
+def names() -> list[str]:
+    """The journal's column names, in order."""
     return [c.split()[0] for c in SCHEMA.split(", ")]
 
 
@@ -328,5 +332,5 @@ def from_rows(spark: SparkSession, rows: list[dict]) -> DataFrame:
     df = spark.createDataFrame(out, typed)
     return df.select(
         *[F.col(c).try_cast("timestamp").alias(c) if c in ("arrival_time", "event_time") else F.col(c)
-          for c in _names()]
+          for c in names()]
     )
