@@ -20,9 +20,19 @@ TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}  # Spark's `timestampTyp
 BASE64 = "base64:"  # marks a record value that is not UTF-8 text, kept as base64 in `payload`
 
 
-def source_name(topic: str) -> str:
-    """The journal's `source` of a topic's records (`source_line` is the record's offset)."""
-    return f"kafka://{topic}"
+def source_prefix(topic: str) -> str:
+    """What the journal's `source` of a topic's records starts with: `kafka://TOPIC/PARTITION`, with the
+    record's offset as `source_line`, so (source, source_line) names one record as it does one landing line."""
+    return f"kafka://{topic}/"
+
+
+def source_column(topic: str) -> F.Column:
+    return F.concat(F.lit(source_prefix(topic)), F.col("partition").cast("string"))
+
+
+def of_topic(topic: str) -> F.Column:
+    """Journal rows read from the topic."""
+    return F.col("source").startswith(source_prefix(topic))
 
 
 @dataclass(frozen=True)
@@ -75,7 +85,7 @@ def journaled_offsets(spark: SparkSession, lake: str, topic: str, store: TableSt
     path = journal.journal_path(lake)
     if not store.exists(path):
         return {}
-    rows = store.read(spark, path).where(F.col("source") == source_name(topic))
+    rows = store.read(spark, path).where(of_topic(topic))
     return {r["partition"]: r["offset"] for r in rows.groupBy("partition").agg(F.max("offset").alias("offset")).collect()}
 
 
@@ -107,7 +117,7 @@ def raw_from_records(records: DataFrame, topic: str) -> DataFrame:
     ours = {"partition": F.col("partition").cast("string"), "offset": F.col("offset").cast("string"),
             "arrival_time": F.col("timestamp").cast("string")}
     return records.select(
-        F.lit(source_name(topic)).alias("source"), F.col("offset").alias("source_line"), line.alias("line"),
+        source_column(topic).alias("source"), F.col("offset").alias("source_line"), line.alias("line"),
         *[(ours[f] if f in ours else parsed[f]).alias(f) for f in journal.FIELDS],
         F.json_object_keys(line).isNull().alias("unparsed"))
 

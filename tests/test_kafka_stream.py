@@ -112,7 +112,7 @@ def killed_lake(kafka_broker, tmp_path_factory):
 
 def test_records_are_journaled_exactly_once_despite_kills(spark, killed_lake):
     topic, lake = killed_lake
-    rows = journal.read(spark, lake).where(F.col("source") == kafka_source.source_name(topic))
+    rows = journal.read(spark, lake).where(kafka_source.of_topic(topic))
     assert rows.count() == 600
     assert rows.select("partition", "offset").distinct().count() == 600
     assert rows.where(F.col("source_line") != F.col("offset")).count() == 0
@@ -126,7 +126,7 @@ def test_outputs_after_kills_equal_a_replay_of_the_journal(spark, killed_lake):
 
 def test_event_rows_keep_their_record_value_and_the_broker_append_time(spark, killed_lake):
     topic, lake = killed_lake
-    rows = journal.read(spark, lake).where(F.col("source") == kafka_source.source_name(topic))
+    rows = journal.read(spark, lake).where(kafka_source.of_topic(topic))
     parsed = F.from_json("payload", "event_time string, key string")
     assert rows.where(F.col("kind") != "event").count() == 0
     assert rows.where(parsed["key"].isNull() | (parsed["key"] != F.col("key"))).count() == 0
@@ -199,4 +199,4 @@ def test_the_dagster_live_job_reads_a_topic_given_in_its_config(spark, kafka_bro
     assert result.success
     (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
     assert output.event_specific_data.metadata["summary"].data["rows"] >= 40  # events, and clock rows if any
-    assert journal.read(spark, lake).where(F.col("source") == kafka_source.source_name(topic)).count() == 40
+    assert journal.read(spark, lake).where(kafka_source.of_topic(topic)).count() == 40
