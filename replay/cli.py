@@ -29,7 +29,11 @@ def cmd_generate(a) -> int:
 def cmd_ingest(a) -> int:
     from replay.journal import ingest
 
-    r = ingest(_spark(), a.landing, a.lake, log=lambda line: print(f"[ingest] {line}", file=sys.stderr, flush=True))
+    from replay.progress import progress
+
+    spark = _spark()
+    with progress(spark, "ingest"):  # ticks on stderr while a step is slow
+        r = ingest(spark, a.landing, a.lake, log=lambda line: print(f"[ingest] {line}", file=sys.stderr, flush=True))
     if not r.files:
         print(f"nothing to ingest: all {r.skipped} landing files are already in the journal")
         return 0
