@@ -30,9 +30,13 @@ def cmd_ingest(a) -> int:
     from replay import locks
     from replay.journal import ingest
 
+    from replay.progress import progress
+
     with locks.hold(locks.journal_lock(a.lake), "replay ingest", wait=a.wait):  # decided before Spark starts
-        r = ingest(_spark(), a.landing, a.lake,
-                   log=lambda line: print(f"[ingest] {line}", file=sys.stderr, flush=True))
+        spark = _spark()
+        with progress(spark, "ingest"):  # ticks on stderr while a step is slow
+            r = ingest(spark, a.landing, a.lake,
+                       log=lambda line: print(f"[ingest] {line}", file=sys.stderr, flush=True))
     for change in r.changed:
         print(change.line(), file=sys.stderr)
     if not r.files:

@@ -18,7 +18,6 @@ from pyspark.sql import functions as F
 from replay import landing as landings
 from replay import locks, manifest
 from replay.paths import relative_name, spark_path
-from replay.progress import progress
 from replay.store import TableStore, default_store
 
 SCHEMA = (
@@ -67,7 +66,7 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
     """Journal every landing file not journaled yet, in one commit (a folder or s3://bucket/prefix), holding
     the journal's lock (one writer at a time); journaled files that changed since are reported.
 
-    `log(line)`, when given, hears what is done (files listed, rows written); slow steps also tick on stderr."""
+    `log(line)`, when given, hears what is done: files listed, lines parsed, rows written."""
     with locks.hold(locks.journal_lock(lake), "ingest"):
         return _ingest(spark, landing, lake, store or default_store(), log or (lambda line: None))
 
@@ -75,61 +74,56 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
 def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say) -> IngestResult:
     path = journal_path(lake)
     source = landings.Landing.of(landing)
-    with progress(spark, "ingest") as step:
-        step("listing landing files")
-        listed = source.files()
-        files = [f.name for f in listed]
-        zero = {f.name for f in listed if f.size == 0}
-        base, done = 0, set()
-        if store.exists(path):
-            existing = store.read(spark, path)
-            stats = existing.agg(F.max("seq").alias("hi"), F.collect_set("source").alias("sources")).first()
-            base = (stats["hi"] + 1) if stats["hi"] is not None else 0
-            done = set(stats["sources"])
-        new = [f for f in files if f not in done]
-        say(f"{len(files)} landing files listed in {landing}, {len(new)} not journaled yet")
-        recorded = manifest.load(spark, lake, store)
-        old = [f for f in files if f in done]
-        changed = manifest.changes(source, recorded, old)
-        manifest.record(spark, lake, manifest.observe(source, [f for f in old if f not in recorded]), store)  # older lakes
-        if not new:
-            return IngestResult([], len(files), 0, 0, 0, 0, None, changed)
-        observed = manifest.observe(source, new)  # before reading: a file growing while it is read shows as changed
-        to_read = [f for f in new if f not in zero]  # a 0-byte file is not even a valid Parquet file
-        if not to_read:
-            rows, lines = None, {}
-        elif isinstance(source, landings.LocalLanding) and not any(":" in source.path(f) for f in to_read):
-            rows, lines = normalize(_read_raw(spark, source.root, to_read)), _parquet_rows(source, to_read)
-        else:  # S3, or a local name with `:` (Hadoop cannot open it): read by Retrace's own data source
-            rows, lines = normalize(raw_from_lines(landings.read_lines(spark, landing, to_read))), None
-        cached = None
-        if lines is None:  # JSON lines: count each file's lines first, on parsed rows kept for the write
-            step(f"parsing {len(to_read)} files")
-            rows = cached = rows.persist()
-            lines = {r["source"]: r["lines"]
-                     for r in rows.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
-            say(f"parsed {sum(lines.values())} lines of {len(new)} files")
-        empty = [f for f in new if not lines.get(f)]
-        if empty:  # a file with no lines is journaled as one `empty` row, so it is read once
-            rows = _empty_rows(spark, empty) if rows is None else rows.unionByName(_empty_rows(spark, empty))
-            lines = {**lines, **{f: 1 for f in empty}}
-        step(f"writing the rows of {len(new)} files")
-        version = store.write(with_seq(spark, rows, new, lines, base), path,
-                              metadata={"job": "replay ingest", "table": "journal", "seq_from": base, "files": len(new)})
-        if cached is not None:
-            cached.unpersist()
-        step("counting the rows written")
-        counts = store.read(spark, path).where(F.col("seq") >= base).agg(
-            F.count(F.when(F.col("kind") != EMPTY, 1)).alias("rows"),
-            F.count(F.when(F.col("kind") == "event", 1)).alias("events"),
-            F.count(F.when(F.col("kind") == "malformed", 1)).alias("malformed"),
-            F.count(F.when((F.col("kind") == "event") & F.col("event_time").isNull(), 1)).alias("bad"),
-        ).first()
-        manifest.record(spark, lake, observed, store)
-        step("checking offsets")
-        identity = offset_identity(store.read(spark, path)).where(F.col("seq") >= base).agg(
-            F.count(F.when(F.col("duplicate"), 1)).alias("duplicate"),
-            F.count(F.when(F.col("backward"), 1)).alias("backward")).first()
+    listed = source.files()
+    files = [f.name for f in listed]
+    zero = {f.name for f in listed if f.size == 0}
+    base, done = 0, set()
+    if store.exists(path):
+        existing = store.read(spark, path)
+        stats = existing.agg(F.max("seq").alias("hi"), F.collect_set("source").alias("sources")).first()
+        base = (stats["hi"] + 1) if stats["hi"] is not None else 0
+        done = set(stats["sources"])
+    new = [f for f in files if f not in done]
+    say(f"{len(files)} landing files listed in {landing}, {len(new)} not journaled yet")
+    recorded = manifest.load(spark, lake, store)
+    old = [f for f in files if f in done]
+    changed = manifest.changes(source, recorded, old)
+    manifest.record(spark, lake, manifest.observe(source, [f for f in old if f not in recorded]), store)  # older lakes
+    if not new:
+        return IngestResult([], len(files), 0, 0, 0, 0, None, changed)
+    observed = manifest.observe(source, new)  # before reading: a file growing while it is read shows as changed
+    to_read = [f for f in new if f not in zero]  # a 0-byte file is not even a valid Parquet file
+    if not to_read:
+        rows, lines = None, {}
+    elif isinstance(source, landings.LocalLanding) and not any(":" in source.path(f) for f in to_read):
+        rows, lines = normalize(_read_raw(spark, source.root, to_read)), _parquet_rows(source, to_read)
+    else:  # S3, or a local name with `:` (Hadoop cannot open it): read by Retrace's own data source
+        rows, lines = normalize(raw_from_lines(landings.read_lines(spark, landing, to_read))), None
+    cached = None
+    if lines is None:  # JSON lines: count each file's lines first, on parsed rows kept for the write
+        rows = cached = rows.persist()
+        lines = {r["source"]: r["lines"]
+                 for r in rows.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
+        say(f"parsed {sum(lines.values())} lines of {len(new)} files")
+    empty = [f for f in new if not lines.get(f)]
+    if empty:  # a file with no lines is journaled as one `empty` row, so it is read once
+        rows = _empty_rows(spark, empty) if rows is None else rows.unionByName(_empty_rows(spark, empty))
+        lines = {**lines, **{f: 1 for f in empty}}
+    say(f"writing the rows of {len(new)} files to {path}")
+    version = store.write(with_seq(spark, rows, new, lines, base), path,
+                          metadata={"job": "replay ingest", "table": "journal", "seq_from": base, "files": len(new)})
+    if cached is not None:
+        cached.unpersist()
+    counts = store.read(spark, path).where(F.col("seq") >= base).agg(
+        F.count(F.when(F.col("kind") != EMPTY, 1)).alias("rows"),
+        F.count(F.when(F.col("kind") == "event", 1)).alias("events"),
+        F.count(F.when(F.col("kind") == "malformed", 1)).alias("malformed"),
+        F.count(F.when((F.col("kind") == "event") & F.col("event_time").isNull(), 1)).alias("bad"),
+    ).first()
+    manifest.record(spark, lake, observed, store)
+    identity = offset_identity(store.read(spark, path)).where(F.col("seq") >= base).agg(
+        F.count(F.when(F.col("duplicate"), 1)).alias("duplicate"),
+        F.count(F.when(F.col("backward"), 1)).alias("backward")).first()
     say(f"wrote {counts['rows']} rows of {len(new)} files: journal version {version}; done")
     return IngestResult(new, len(files) - len(new), counts["rows"], counts["events"], counts["malformed"],
                         counts["bad"], version, changed, identity["duplicate"], identity["backward"])

@@ -57,6 +57,8 @@ def test_generate_ingest_run_hash_end_to_end(tmp_path):
     i = replay("ingest", "--landing", landing, "--lake", lake, cwd=cwd)
     assert i.returncode == 0, i.stderr[-2000:]
     assert "ingested 3 files" in i.stdout and "500 rows" in i.stdout, i.stdout
+    progress = [ln for ln in i.stderr.splitlines() if ln.startswith("[ingest]")]
+    assert "3 landing files listed" in progress[0] and progress[-1].endswith("done"), i.stderr[-2000:]
 
     r = replay("run", "--lake", lake, "--policy", POLICY_FILE, "--target", "cli", cwd=cwd)
     assert r.returncode == 0, r.stderr[-2000:]
