@@ -122,7 +122,7 @@ def _maintain_table(spark, lake: str, rel: str, retention_us: int, checkpoints_r
     before = _detail(table)
     table.optimize().executeCompaction()
     hours = retention_us / HOUR_US
-    with _retention_check(spark, hours):
+    with _retention_check(spark, hours), _conf(spark, LISTING, str(spark.sparkContext.defaultParallelism)):
         doomed = spark.sql(f"VACUUM delta.`{path}` RETAIN {hours} HOURS DRY RUN").count()
         if doomed:
             table.vacuum(hours)
@@ -135,6 +135,23 @@ def _detail(table) -> dict:
     d = table.detail().select("numFiles", "sizeInBytes").first()
     version = table.history(1).select("version").first()["version"]
     return {"files": int(d["numFiles"]), "bytes": int(d["sizeInBytes"]), "version": int(version)}
+
+
+# VACUUM lists the table's files in as many tasks as this says (Spark's default: 10000, minutes on 2 cores)
+LISTING = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+
+
+@contextmanager
+def _conf(spark: SparkSession, key: str, value: str):
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
 
 
 @contextmanager
