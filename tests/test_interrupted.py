@@ -3,25 +3,15 @@ runs: it says so in one line, `replay hash` and `replay verify` refuse the targe
 makes it whole. The command runs in this process (its Spark session is the tests'), Ctrl-C is a real SIGINT."""
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from replay import cli
-from replay.generate import generate
-from replay.journal import ingest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")
+from tests.lakes import POLICY_FILE, replayed_lake
 
 
 @pytest.fixture(scope="module")
 def small_lake(spark, tmp_path_factory):
-    root = tmp_path_factory.mktemp("interrupted")
-    landing, lake = str(root / "landing"), str(root / "lake")
-    generate(landing, 400, partitions=2, keys=10, files=2, seed=5, rate=0.3)
-    ingest(spark, landing, lake)
-    assert cli.main(["run", "--lake", lake, "--policy", POLICY_FILE]) == 0
+    lake = replayed_lake(spark, tmp_path_factory.mktemp("interrupted"), seed=5)
     return lake
 
 

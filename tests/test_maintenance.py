@@ -2,31 +2,21 @@
 pruned to the last N, and vacuum keeps time travel working within the retention."""
 from __future__ import annotations
 
-import os
-
 import pytest
 from pyspark.sql import functions as F
 
-from replay import checkpoints, cli
-from replay.generate import generate
+from replay import checkpoints
 from replay.hashing import target_hash
-from replay.journal import ingest
 from replay.maintenance import maintain
 from replay.runner import output_path
 from replay.store import default_store
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")
+from tests.lakes import replayed_lake
 
 
 @pytest.fixture(scope="module")
 def fragmented(spark, tmp_path_factory):
     """A replayed target whose decisions table was rewritten as 200 small files."""
-    root = tmp_path_factory.mktemp("maintenance")
-    landing, lake = str(root / "landing"), str(root / "lake")
-    generate(landing, 400, partitions=2, keys=10, files=2, seed=6, rate=0.3)
-    ingest(spark, landing, lake)
-    assert cli.main(["run", "--lake", lake, "--policy", POLICY_FILE]) == 0
+    lake = replayed_lake(spark, tmp_path_factory.mktemp("maintenance"), seed=6)
     store, path = default_store(), output_path(lake, "production", "decisions")
     store.write(store.read(spark, path).repartition(200), path, mode="overwrite")
     return lake
