@@ -11,8 +11,7 @@ from tests.lakes import POLICY_FILE, replayed_lake
 
 @pytest.fixture(scope="module")
 def small_lake(spark, tmp_path_factory):
-    lake = replayed_lake(spark, tmp_path_factory.mktemp("interrupted"), seed=5)
-    return lake
+    return replayed_lake(spark, tmp_path_factory.mktemp("interrupted"), seed=5)
 
 
 def test_an_interrupted_run_says_in_one_line_what_is_half_written_and_hash_and_verify_refuse_it(
