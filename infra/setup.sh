@@ -41,8 +41,14 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   "$python" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -c infra/constraints.txt -e '.[test]'
+# Python packages, installed once: while pyproject.toml and the constraints are unchanged (the stamp in .venv
+# records their checksum), a second set-up asks PyPI for nothing.
+deps=$(cat pyproject.toml infra/constraints.txt | sha256sum | cut -d' ' -f1)
+if [ "$(cat .venv/.retrace-installed 2>/dev/null)" != "$deps" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -c infra/constraints.txt -e '.[test]'
+  echo "$deps" > .venv/.retrace-installed
+fi
 echo "setup: installed $(.venv/bin/python -c 'import pyspark, dagster, importlib.metadata as m; print("pyspark " + pyspark.__version__ + ", delta-spark " + m.version("delta-spark") + ", dagster " + dagster.__version__)')" >&2
 
 # JVM jars, resolved once: a folder that is already complete (its .resolved stamp names the pom's checksum)
@@ -54,7 +60,7 @@ resolve_jars() {
   echo "setup: resolving the $name jars with Maven into $dir" >&2
   rm -rf "$dir"
   mvn -q -B -Dstyle.color=never -f "$pom" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
-    -DincludeScope=runtime -DoutputDirectory="$PWD/$dir"
+    -DincludeScope=runtime -DoutputDirectory="$PWD/$dir" | sed 's/\x1b\[[0-9;]*m//g'  # Maven's colour codes
   if [ "$name" = spark ]; then .venv/bin/python infra/prune_jars.py "$dir"; fi
   echo "$sum" > "$dir/.resolved"
 }
