@@ -370,19 +370,18 @@ def run_kafka_stream(spark: SparkSession, bootstrap: str, topic: str, lake: str,
     the target's locks (one writer at a time)."""
     _check_bounds(max_records_per_batch=max_records_per_batch, max_batches=max_batches)
     check_target(target)
-    with locks.hold(locks.journal_lock(lake), "stream"), locks.hold(locks.target_lock(lake, target), "stream"):
-        return _run_kafka_stream(spark, bootstrap, topic, lake, policy, target, trust_create_time,
-                                 max_records_per_batch, max_batches, clock, until_idle, partitions, trigger_seconds,
-                                 on_batch)
-
-
-def _run_kafka_stream(spark, bootstrap, topic, lake, policy, target, trust_create_time, max_records_per_batch,
-                      max_batches, clock, until_idle, partitions, trigger_seconds, on_batch) -> StreamSummary:
     began = time.perf_counter()
-    info = kafka.describe(spark, bootstrap, topic)
+    info = kafka.describe(spark, bootstrap, topic)  # a topic that is refused leaves the lake untouched
     kafka.check_arrival_time(info, trust_create_time)
     if partitions is not None and partitions != info.partitions:
         raise ValueError(f"--partitions {partitions} differs from the {info.partitions} partitions of topic {topic}")
+    with locks.hold(locks.journal_lock(lake), "stream"), locks.hold(locks.target_lock(lake, target), "stream"):
+        return _run_kafka_stream(spark, bootstrap, topic, info, lake, policy, target, max_records_per_batch,
+                                 max_batches, clock, until_idle, trigger_seconds, on_batch, began)
+
+
+def _run_kafka_stream(spark, bootstrap, topic, info, lake, policy, target, max_records_per_batch, max_batches,
+                      clock, until_idle, trigger_seconds, on_batch, began) -> StreamSummary:
     job = KafkaLiveJob(spark, lake, policy, target=target, clock=clock, partitions=info.partitions,
                        on_batch=on_batch, topic=topic)
     job.process(spark.createDataFrame([], KAFKA_RECORDS))  # finish a crashed batch
