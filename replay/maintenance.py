@@ -52,15 +52,15 @@ class MaintenanceReport:
 
 
 def lake_tables(lake: str) -> list[str]:
-    """Every Delta table of the lake, relative to it: the journal, its source, and each target's tables
-    (scratch targets, `_verify-*` and `_scratch-*`, are left alone)."""
+    """Every Delta table of the lake, relative to it: the journal, its source and landing-file manifest, and each
+    target's tables (scratch targets, `_verify-*` and `_scratch-*`, and lock files are left alone)."""
     def is_table(rel: str) -> bool:
         return os.path.isdir(os.path.join(lake, rel, "_delta_log"))
 
-    out = [t for t in ("journal", "journal_source") if is_table(t)]
+    out = [t for t in ("journal", "journal_source", "journal_files") if is_table(t)]
     outputs = os.path.join(lake, "outputs")
     for target in sorted(os.listdir(outputs)) if os.path.isdir(outputs) else []:
-        if target.startswith("_"):
+        if target.startswith("_") or not os.path.isdir(os.path.join(outputs, target)):
             continue
         for table in sorted(os.listdir(os.path.join(outputs, target))):
             rel = os.path.join("outputs", target, table)

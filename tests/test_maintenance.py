@@ -64,6 +64,7 @@ def test_the_dagster_maintenance_job_records_what_it_did(spark, fragmented):
     assert result.success
     output = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_OUTPUT)
     metadata = output.event_specific_data.metadata
-    assert metadata["tables"].value == 6 and metadata["retention"].value == "7d"
+    # journal, journal_files (the landing-file manifest) and the target's five output tables
+    assert metadata["tables"].value == 7 and metadata["retention"].value == "7d"
     assert {"files_before", "files_after", "bytes_before", "bytes_after", "files_vacuumed", "tables_detail",
             "report"} <= set(metadata)
