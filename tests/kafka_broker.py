@@ -33,8 +33,10 @@ class Broker:
 
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="retrace-tests")
         try:
-            admin.create_topics([NewTopic(name, partitions, 1,
-                                          topic_configs={"message.timestamp.type": timestamp_type})])
+            # retention.ms -1: the broker's retention check (every 5 min) deletes a segment whose newest
+            # timestamp is older than 7 days, and a CreateTime test topic holds records stamped in the past
+            admin.create_topics([NewTopic(name, partitions, 1, topic_configs={
+                "message.timestamp.type": timestamp_type, "retention.ms": "-1"})])
         finally:
             admin.close()
         return name

@@ -8,12 +8,13 @@ from hypothesis import HealthCheck, given, settings
 
 from replay.conformance import run_case
 from replay.compare import diff
+from tests.examples import examples
 from tests.journals import journals, policies
 from tests.model import run_model
 
 
 @settings(
-    max_examples=60,
+    max_examples=examples(25),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from replay import engine, journal
 from replay.conformance import SHAPES, _rows
 from replay.policy import Policy
+from tests.examples import examples
 from tests.journals import journals, policies
 
 
@@ -47,7 +48,7 @@ def journals_with_cuts(draw):
     return rows, cuts
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
+@settings(max_examples=examples(12), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(policy=policies(), case=journals_with_cuts())
 def test_replay_in_pieces_from_state_equals_one_replay(spark, policy, case):

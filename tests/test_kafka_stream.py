@@ -30,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY = {"late_arrival_tolerance": "5s", "out_of_order_tolerance": "1s", "idle_timeout": "30s",
           "window": {"kind": "tumbling", "size": "10s"}}
 PARTITIONS = 4
+PRODUCED = 300
 
 
 def event(rng: random.Random, now: datetime) -> bytes:
@@ -92,17 +93,18 @@ def stream(broker, topic: str, lake: str, policy_file: str, kill_after: float | 
 
 @pytest.fixture(scope="module")
 def killed_lake(kafka_broker, tmp_path_factory):
-    """600 events produced to 4 partitions while the live job runs, is killed at random times and restarted."""
+    """300 events produced to 4 partitions over 30 s while the live job runs, is killed twice at random times
+    and restarted."""
     base = tmp_path_factory.mktemp("kafka-crashes")
     lake, policy_file = str(base / "lake"), str(base / "policy.yaml")
     with open(policy_file, "w") as f:
         yaml.safe_dump(POLICY, f)
     topic = kafka_broker.create_topic("events")
-    producer = threading.Thread(target=produce, args=(kafka_broker, topic, 600, 60.0, 5))
+    producer = threading.Thread(target=produce, args=(kafka_broker, topic, PRODUCED, 30.0, 5))
     producer.start()
     rng = random.Random(13)
     try:
-        for _ in range(3):
+        for _ in range(2):
             stream(kafka_broker, topic, lake, policy_file, kill_after=rng.uniform(0, 6))
     finally:
         producer.join()
@@ -113,8 +115,8 @@ def killed_lake(kafka_broker, tmp_path_factory):
 def test_records_are_journaled_exactly_once_despite_kills(spark, killed_lake):
     topic, lake = killed_lake
     rows = journal.read(spark, lake).where(kafka_source.of_topic(topic))
-    assert rows.count() == 600
-    assert rows.select("partition", "offset").distinct().count() == 600
+    assert rows.count() == PRODUCED
+    assert rows.select("partition", "offset").distinct().count() == PRODUCED
     assert rows.where(F.col("source_line") != F.col("offset")).count() == 0
 
 
