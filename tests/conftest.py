@@ -20,20 +20,3 @@ def lake(tmp_path):
 
 
 from tests.dagster_fixtures import dagster_stack, range_backfill  # noqa: E402,F401  (webserver tests share them)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _release_spark_state():
-    """After each test module: drop cached DataFrames and Delta's cached table snapshots, so a long suite
-    does not carry every earlier module's caches in the driver's heap."""
-    yield
-    from pyspark.sql import SparkSession
-
-    session = SparkSession.getActiveSession()
-    if session is None:
-        return
-    import gc
-
-    session.catalog.clearCache()
-    session._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
-    gc.collect()
