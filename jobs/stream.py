@@ -343,7 +343,7 @@ class KafkaLiveJob(LiveJob):
                 began = time.perf_counter()
             self.caught_up = True
         raw = kafka.raw_from_records(kafka.after(records, self.offsets), self.topic)
-        rows = journal.normalize(raw, self.source_partitions, keep_payload=True).persist()
+        rows = journal.normalize(raw, self.source_partitions).persist()
         try:
             per_partition = {r["partition"]: r for r in rows.groupBy("partition").agg(
                 F.count("*").alias("n"), F.max("offset").alias("offset")).collect()}

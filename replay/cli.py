@@ -17,6 +17,35 @@ def _spark():
     return spark
 
 
+def _job(a):
+    """(policy, job) of a command: `--job NAME` from the jobs folder, or the spec's job on `--policy`."""
+    from replay.jobs import load_folder
+    from replay.policy import Policy
+
+    if getattr(a, "job", None):
+        if getattr(a, "policy", None):
+            raise ValueError("give --job or --policy, not both: a job carries its own policy")
+        job = load_folder(_jobs_folder(a)).job(a.job)
+        return job.policy, job
+    if not getattr(a, "policy", None):
+        raise ValueError("--policy FILE (the spec's count/sum job) or --job NAME (a job of --jobs DIR) is needed")
+    return Policy.from_yaml(a.policy), None
+
+
+def _jobs_folder(a) -> str:
+    import os
+
+    from jobs.catalog import DEFAULT_FOLDER
+
+    return a.jobs or os.environ.get("RETRACE_JOBS") or DEFAULT_FOLDER
+
+
+def _job_arguments(p: argparse.ArgumentParser, policy_help: str) -> None:
+    p.add_argument("--policy", help=policy_help)
+    p.add_argument("--job", help="a job of the jobs folder (its name); instead of --policy")
+    p.add_argument("--jobs", metavar="DIR", help="the jobs folder (default $RETRACE_JOBS, else jobs/examples)")
+
+
 def cmd_generate(a) -> int:
     from replay.generate import generate
 
@@ -28,14 +57,23 @@ def cmd_generate(a) -> int:
 
 def cmd_ingest(a) -> int:
     from replay import locks
-    from replay.journal import ingest
+    from replay.journal import SourceFields, ingest
+    from replay.jobs import load_folder
 
     from replay.progress import progress
 
+    fields = SourceFields(a.event_time_field or "event_time", a.key_field or "key")
+    if a.source:
+        if a.event_time_field or a.key_field:
+            raise ValueError("give --source or --event-time-field/--key-field, not both")
+        src = load_folder(_jobs_folder(a)).sources.get(a.source)
+        if src is None:
+            raise ValueError(f"--source {a.source!r} is not defined in {_jobs_folder(a)}/sources.yaml")
+        fields = SourceFields(src.event_time_field, src.key_field)
     with locks.hold(locks.journal_lock(a.lake), "replay ingest", wait=a.wait):  # decided before Spark starts
         spark = _spark()
         with progress(spark, "ingest"):  # ticks on stderr while a step is slow
-            r = ingest(spark, a.landing, a.lake,
+            r = ingest(spark, a.landing, a.lake, fields=fields,
                        log=lambda line: print(f"[ingest] {line}", file=sys.stderr, flush=True))
     for change in r.changed:
         print(change.line(), file=sys.stderr)
@@ -55,34 +93,36 @@ def cmd_ingest(a) -> int:
 
 
 def cmd_run(a) -> int:
-    from replay.policy import Policy
+    from replay.jobs import job_root
     from replay.runner import new_run_id, run, summarize
 
     from replay import locks
     from replay.runner import check_target
 
-    policy = Policy.from_yaml(a.policy)
-    with locks.hold(locks.target_lock(a.lake, check_target(a.target)), "replay run", wait=a.wait):
+    policy, job = _job(a)
+    root = job_root(a.lake, job)
+    with locks.hold(locks.target_lock(root, check_target(a.target)), "replay run", wait=a.wait):
         spark = _spark()
         run_id = new_run_id()
         try:
-            s = run(spark, a.lake, policy, target=a.target, start=a.start, end=a.end, run_id=run_id)
+            s = run(spark, a.lake, policy, target=a.target, start=a.start, end=a.end, run_id=run_id, job=job)
         except KeyboardInterrupt:
-            print(f"replay run: interrupted (Ctrl-C); {_run_state(spark, a, run_id)}", file=sys.stderr, flush=True)
+            print(f"replay run: interrupted (Ctrl-C); {_run_state(spark, a, root, run_id)}", file=sys.stderr, flush=True)
             return 130
-    print(json.dumps({"target": s.target, "seq_from": s.seq_from, "seq_to": s.seq_to,
-                      **summarize(spark, a.lake, a.target), "seconds": round(s.seconds, 2)}, indent=2))
+    print(json.dumps({"job": job.name if job else "default", "target": s.target, "seq_from": s.seq_from,
+                      "seq_to": s.seq_to, **summarize(spark, root, a.target), "seconds": round(s.seconds, 2)}, indent=2))
     return 0
 
 
-def _run_state(spark, a, run_id: str) -> str:
+def _run_state(spark, a, root: str, run_id: str) -> str:
     """One sentence: what an interrupted `replay run` left in its target, and what to run next."""
     from replay.runs import describe, table_runs
 
-    again = " ".join(["replay run", "--lake", a.lake, "--policy", a.policy, "--target", a.target]
+    chosen = ["--job", a.job] if a.job else ["--policy", a.policy]
+    again = " ".join(["replay run", "--lake", a.lake, *chosen, "--target", a.target]
                      + (["--from", a.start] if a.start else []) + (["--to", a.end] if a.end else []))
     try:
-        runs = table_runs(spark, a.lake, a.target)
+        runs = table_runs(spark, root, a.target)
     except Exception as e:  # noqa: BLE001  (the session may be unusable after the interrupt)
         return f"could not read target {a.target!r} ({type(e).__name__}); run `{again}` to make it whole"
     ours = [r.table for r in runs if r.run == run_id]
@@ -129,7 +169,10 @@ def cmd_stream(a) -> int:
 def cmd_hash(a) -> int:
     from replay.hashing import target_hash
 
-    print(target_hash(_spark(), a.lake, a.target))
+    from replay.jobs import job_root, load_folder
+
+    job = load_folder(_jobs_folder(a)).job(a.job) if a.job else None
+    print(target_hash(_spark(), job_root(a.lake, job), a.target))
     return 0
 
 
@@ -139,12 +182,12 @@ def cmd_verify(a) -> int:
     from replay.runner import check_target
     from replay.verify import verify
 
-    policy = Policy.from_yaml(a.policy)  # bad input fails here, before Spark starts
+    policy, job = _job(a)  # bad input fails here, before Spark starts
     check_target(a.target)
     start, end = (None if b is None else parse_instant(b, n) for b, n in ((a.start, "--from"), (a.end, "--to")))
     if start is not None and end is not None and start >= end:
         raise ValueError(f"--from {a.start} must be before --to {a.end}")
-    report = verify(_spark(), a.lake, policy, start=a.start, end=a.end, target=a.target)
+    report = verify(_spark(), a.lake, policy, start=a.start, end=a.end, target=a.target, job=job)
     print(json.dumps(report.to_dict(), indent=2) if a.json else report.text())
     return 0 if report.identical else 1
 
@@ -179,13 +222,17 @@ def parser() -> argparse.ArgumentParser:
     i = sub.add_parser("ingest", help="journal new landing files (exactly once)")
     i.add_argument("--landing", required=True, help="a folder or s3://bucket/prefix")
     i.add_argument("--lake", required=True)
+    i.add_argument("--source", help="a source of the jobs folder: its payload fields for event time and key")
+    i.add_argument("--jobs", metavar="DIR", help="the jobs folder (default $RETRACE_JOBS, else jobs/examples)")
+    i.add_argument("--event-time-field", help="the payload field holding the event time (default event_time)")
+    i.add_argument("--key-field", help="the payload field holding the key (default key)")
     i.add_argument("--accept-changed", action="store_true",
                    help="exit 0 although journaled landing files changed (they are reported either way)")
     _wait_argument(i)
     i.set_defaults(fn=cmd_ingest)
     r = sub.add_parser("run", help="replay the journal into a target's output tables")
     r.add_argument("--lake", required=True)
-    r.add_argument("--policy", required=True, help="policy YAML with the spec's field names")
+    _job_arguments(r, "policy YAML with the spec's field names (the spec's count/sum job)")
     r.add_argument("--from", dest="start", help="ISO arrival time; replay rows arriving from here on")
     r.add_argument("--to", dest="end", help="ISO arrival time; replay rows arriving before this")
     r.add_argument("--target", default="production")
@@ -217,11 +264,13 @@ def parser() -> argparse.ArgumentParser:
     h = sub.add_parser("hash", help="order-independent content hash of a target's outputs")
     h.add_argument("--lake", required=True)
     h.add_argument("--target", default="production")
+    h.add_argument("--job", help="a job of the jobs folder (default: the spec's job)")
+    h.add_argument("--jobs", metavar="DIR", help="the jobs folder (default $RETRACE_JOBS, else jobs/examples)")
     h.set_defaults(fn=cmd_hash)
     v = sub.add_parser("verify", help="replay a range into a scratch target and compare it with a target "
                                       "(exit 0 identical, 1 different, 2 bad input)")
     v.add_argument("--lake", required=True)
-    v.add_argument("--policy", required=True, help="policy YAML the target was produced with")
+    _job_arguments(v, "policy YAML the target was produced with (the spec's count/sum job)")
     v.add_argument("--from", dest="start", help="ISO arrival time; verify rows arriving from here on")
     v.add_argument("--to", dest="end", help="ISO arrival time; verify rows arriving before this")
     v.add_argument("--target", default="production")

@@ -9,8 +9,9 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from replay import idle, metrics, watermarks, windows
+from replay import idle, job_sql, metrics, watermarks, windows
 from replay.decisions import NEG, last_reason
+from replay.jobs import Job
 from replay.policy import Policy
 from replay.state import ScopeState, State
 
@@ -101,7 +102,7 @@ _PREPARED = ("seq", "partition", "offset", "kind", "arrival", "et", "key", "valu
 def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq: int | None = None,
            materialize: Callable[[DataFrame], DataFrame] | None = None, state: State | None = None,
            partitions: list[int] | None = None, keep_state: bool = False,
-           history: DataFrame | None = None) -> Outputs:
+           history: DataFrame | None = None, job: Job | None = None) -> Outputs:
     """Run the spec over `journal` (rows with seq, partition, offset, kind, arrival_time, event_time,
     key, value). `flush`: the journal is complete, so open windows are flushed (if the policy says so).
     `since_seq`: keep only outputs of rows from this seq on (the history before it still counts).
@@ -110,7 +111,11 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     `state`: the state after the rows before `journal` (a checkpoint); `Outputs.state` is the state after it.
     `partitions`: the partitions of the source, when known up front (else: those with rows).
     `keep_state`: also compute the state after the last row (`Outputs.state`), for the next batch.
-    `history`: the journal rows before `journal` (with `state`), where duplicate (partition, offset) are found."""
+    `history`: the journal rows before `journal` (with `state`), where duplicate (partition, offset) are found.
+    `job`: a user's job (fields, filter, grouping, aggregates) on this policy; default: the spec's count/sum."""
+    custom = job is not None and not job.is_spec
+    if custom and (state is not None or keep_state):
+        raise ValueError(f"{job.describe()}: its windows are computed from the whole journal, not from a checkpoint")
     state = state or State()
     rows = prepare(journal, history)
     d = watermarks.decide(rows, policy, state, partitions)
@@ -130,6 +135,8 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     full = watermarks.output_watermark(decided, policy, d.wp_start, raise_start,
                                        {s: v.raised for s, v in scopes_before.items()})
     rows = decision_rows(full)
+    if custom and job.fields:  # the decisions table carries the job's fields
+        rows = rows.join(job_sql.fields(journal, job), "seq", "left")
     if materialize is None:
         rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(rows)
@@ -146,7 +153,16 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     )
     malformed = in_range(_malformed(journal))
     still_open = None
-    if policy.window is not None:
+    if custom:
+        w = windows.job_windows(full, job_sql.decided_events(rows, job), policy, job.grouping, job.aggregates,
+                                flush and policy.flush_at_end)
+        cached.append(w.closes)
+        win, closed = w.windows, w.closed
+        if since_seq is not None:
+            win = win.where(F.col("emitted_at").isNull() | (F.col("emitted_at") >= since_seq))
+            closed = closed.where(F.col("seq") >= since_seq)
+        dead = dropped.unionByName(closed).unionByName(malformed)
+    elif policy.window is not None:
         w = windows.windows_and_closed(full, policy, flush and policy.flush_at_end, state)
         cached.append(w.closes)
         win, closed, still_open = w.windows, w.closed, w.open

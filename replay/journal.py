@@ -35,6 +35,19 @@ def journal_path(lake: str) -> str:
 
 
 @dataclass(frozen=True)
+class SourceFields:
+    """The payload fields that hold the event time and the key (`TIMESTAMP BY`, `OVER` in Azure Stream
+    Analytics); the other spec columns (partition, offset, arrival_time, value) keep their names."""
+
+    event_time: str = "event_time"
+    key: str = "key"
+
+    def columns(self) -> tuple[str, ...]:
+        """The landing field read for each of FIELDS."""
+        return ("partition", "offset", "arrival_time", self.event_time, self.key, "value")
+
+
+@dataclass(frozen=True)
 class IngestResult:
     files: list[str]
     skipped: int
@@ -56,22 +69,35 @@ def read(spark: SparkSession, lake: str, store: TableStore | None = None) -> Dat
     return store.read(spark, path)
 
 
+def require_payloads(rows: DataFrame, lake: str) -> None:
+    """A job's fields read the payload: a journal written before events were journaled whole has none."""
+    old = rows.where((F.col("kind") == "event") & F.col("payload").isNull()).select("seq", "source").first()
+    if old is not None:
+        raise ValueError(f"the journal at {journal_path(lake)} was written before events were journaled whole "
+                         f"(event seq {old['seq']} from {old['source']} has no payload), so a job's fields cannot be "
+                         f"read from it; move {journal_path(lake)} aside and run `replay ingest --landing <landing> "
+                         f"--lake {lake}` again")
+
+
 def landing_files(landing: str) -> list[str]:
     """Landing files by name (the order they are journaled in), relative to the folder or S3 prefix."""
     return [f.name for f in landings.Landing.of(landing).files()]
 
 
 def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | None = None,
-           log=None) -> IngestResult:
+           log=None, fields: SourceFields | None = None) -> IngestResult:
     """Journal every landing file not journaled yet, in one commit (a folder or s3://bucket/prefix), holding
     the journal's lock (one writer at a time); journaled files that changed since are reported.
 
-    `log(line)`, when given, hears what is done: files listed, lines parsed, rows written."""
+    `log(line)`, when given, hears what is done: files listed, lines parsed, rows written.
+    `fields`: which payload fields hold the event time and the key (default `event_time`, `key`)."""
     with locks.hold(locks.journal_lock(lake), "ingest"):
-        return _ingest(spark, landing, lake, store or default_store(), log or (lambda line: None))
+        return _ingest(spark, landing, lake, store or default_store(), log or (lambda line: None),
+                       fields or SourceFields())
 
 
-def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say) -> IngestResult:
+def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say,
+            fields: SourceFields) -> IngestResult:
     path = journal_path(lake)
     source = landings.Landing.of(landing)
     listed = source.files()
@@ -96,9 +122,9 @@ def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say
     if not to_read:
         rows, lines = None, {}
     elif isinstance(source, landings.LocalLanding) and not any(":" in source.path(f) for f in to_read):
-        rows, lines = normalize(_read_raw(spark, source.root, to_read)), _parquet_rows(source, to_read)
+        rows, lines = normalize(_read_raw(spark, source.root, to_read, fields)), _parquet_rows(source, to_read)
     else:  # S3, or a local name with `:` (Hadoop cannot open it): read by Retrace's own data source
-        rows, lines = normalize(raw_from_lines(landings.read_lines(spark, landing, to_read))), None
+        rows, lines = normalize(raw_from_lines(landings.read_lines(spark, landing, to_read), fields)), None
     cached = None
     if lines is None:  # JSON lines: count each file's lines first, on parsed rows kept for the write
         rows = cached = rows.persist()
@@ -172,7 +198,7 @@ def _footer(path: str):
                          "move it out of the landing, then ingest again") from None
 
 
-def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:
+def _read_raw(spark: SparkSession, landing: str, files: list[str], names: SourceFields) -> DataFrame:
     """(source, source_line, line, raw string fields) for every non-blank line or Parquet row.
 
     Parquet files are read in groups of one schema, each field cast to string per group: a field typed
@@ -190,11 +216,12 @@ def _read_raw(spark: SparkSession, landing: str, files: list[str]) -> DataFrame:
         lines = text.select(rel.alias("source"), F.posexplode(F.split(whole, "\n")).alias("pos", "line"))
         lines = lines.where(F.trim("line") != "")
         parts.append(raw_from_lines(lines.select(
-            "source", (F.col("pos") + 1).cast("long").alias("source_line"), "line")))
+            "source", (F.col("pos") + 1).cast("long").alias("source_line"), "line"), names))
     for group in _by_schema(root, by_format.get("parquet", [])):
         table = spark.read.parquet(*[spark_path(os.path.join(root, f)) for f in group])
         cols = set(table.columns)
-        fields = [(F.col(f).cast("string") if f in cols else F.lit(None).cast("string")).alias(f) for f in FIELDS]
+        fields = [(F.col(c).cast("string") if c in cols else F.lit(None).cast("string")).alias(f)
+                  for f, c in zip(FIELDS, names.columns())]
         line = F.to_json(F.struct(*[F.col(f) for f in table.columns]))
         parts.append(table.select(
             rel.alias("source"), (F.col("_metadata.row_index") + 1).alias("source_line"), line.alias("line"),
@@ -215,19 +242,20 @@ def _by_schema(root: str, files: list[str]) -> list[list[str]]:
     return list(groups.values())
 
 
-def raw_from_lines(lines: DataFrame) -> DataFrame:
+def raw_from_lines(lines: DataFrame, names: SourceFields | None = None) -> DataFrame:
     """`(source, source_line, line)` rows (JSON object text) -> the raw shape `normalize` takes.
 
     A line that is not a JSON object parses to null fields, so `normalize` keeps it as `malformed`.
     """
-    parsed = F.from_json("line", RAW)
-    return lines.select("source", "source_line", "line", *[parsed[f].alias(f) for f in FIELDS])
+    columns = (names or SourceFields()).columns()
+    parsed = F.from_json("line", ", ".join(f"`{c}` string" for c in dict.fromkeys(columns)))
+    return lines.select("source", "source_line", "line", *[parsed[c].alias(f) for f, c in zip(FIELDS, columns)])
 
 
-def normalize(raw: DataFrame, partitions: list[int] | None = None, keep_payload: bool = False) -> DataFrame:
-    """Typed journal columns; rows that cannot be placed become `malformed`, keeping their text (also rows
-    of a partition the source does not have, when its `partitions` are known, and rows a source marks
-    `unparsed`). `keep_payload`: every row keeps its text in `payload`, not only malformed ones."""
+def normalize(raw: DataFrame, partitions: list[int] | None = None) -> DataFrame:
+    """Typed journal columns, and every row's text whole in `payload`; rows that cannot be placed become
+    `malformed` (also rows of a partition the source does not have, when its `partitions` are known, and rows
+    a source marks `unparsed`)."""
     partition = F.col("partition").try_cast("int")
     offset = F.col("offset").try_cast("long")
     arrival = F.col("arrival_time").try_cast("timestamp")
@@ -241,7 +269,6 @@ def normalize(raw: DataFrame, partitions: list[int] | None = None, keep_payload:
         malformed = malformed | ~partition.isin(*partitions)
     if "unparsed" in raw.columns:
         malformed = malformed | F.col("unparsed")
-    keep_text = F.lit(True) if keep_payload else malformed | event_time.isNull()
     return raw.select(
         partition.alias("partition"),
         offset.alias("offset"),
@@ -250,7 +277,7 @@ def normalize(raw: DataFrame, partitions: list[int] | None = None, keep_payload:
         event_time.alias("event_time"),
         F.col("key"),
         value.alias("value"),
-        F.when(keep_text, F.col("line")).alias("payload"),
+        F.col("line").alias("payload"),
         "source",
         "source_line",
     )
@@ -314,7 +341,7 @@ def from_rows(spark: SparkSession, rows: list[dict]) -> DataFrame:
     out = []
     for i, r in enumerate(rows):
         event_time = r.get("event_time")
-        payload = json.dumps(r) if r.get("kind", "event") == "event" and event_time is None else None
+        payload = json.dumps(r) if r.get("kind", "event") == "event" else None
         out.append({
             "seq": i, "partition": r["partition"], "offset": r["offset"], "kind": r.get("kind", "event"),
             "arrival_time": r["arrival_time"], "event_time": event_time, "key": r.get("key"),

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay import checkpoints, engine, journal, locks, metrics
+from replay import checkpoints, engine, job_sql, journal, locks, metrics
 from replay.durations import parse_instant
+from replay.jobs import Job, job_root
 from replay.paths import spark_path
 from replay.policy import Policy
 from replay.progress import progress
@@ -80,33 +81,42 @@ def seq_bounds(rows: DataFrame, start: str | None, end: str | None) -> tuple[int
 
 def run(spark: SparkSession, lake: str, policy: Policy, target: str = "production", start: str | None = None,
         end: str | None = None, store: TableStore | None = None, checkpoints_of: str | None = None,
-        run_id: str | None = None) -> RunSummary:
+        run_id: str | None = None, job: Job | None = None) -> RunSummary:
     """Replay the journal (or the arrival range [start, end)) into LAKE/outputs/<target>/. A range replay
     starts from the latest checkpoint before `start` of target `checkpoints_of` (default: `target`).
     Holds the target's lock: one writer at a time. Every commit records `run_id` (default: a new one) in its
     userMetadata, so a target whose tables come from different runs (an interrupted run) can be told apart
-    (`replay.runs`)."""
-    with locks.hold(locks.target_lock(lake, check_target(target)), "run"):
+    (`replay.runs`). `job`: a user's job (its policy replaces `policy`); its outputs are under
+    LAKE/jobs/<job>/outputs/<target>/ (`jobs.job_root`)."""
+    if job is not None:
+        policy = job.policy
+        job_sql.check(spark, job)
+    root = job_root(lake, job)
+    with locks.hold(locks.target_lock(root, check_target(target)), "run"):
         return _run(spark, lake, policy, target, start, end, store or default_store(), checkpoints_of,
-                    run_id or new_run_id())
+                    run_id or new_run_id(), job)
 
 
-def _run(spark, lake, policy, target, start, end, store, checkpoints_of, run_id) -> RunSummary:
+def _run(spark, lake, policy, target, start, end, store, checkpoints_of, run_id, job) -> RunSummary:
     began = time.perf_counter()
+    root, custom = job_root(lake, job), job is not None and not job.is_spec
     rows = journal.read(spark, lake, store)
+    if custom and job.fields:
+        journal.require_payloads(rows, lake)
     lo, hi = seq_bounds(rows, start, end)
     if hi is not None:
         rows = rows.where(F.col("seq") < hi)
-    cp = _checkpoint_before(spark, lake, checkpoints_of or target, policy, lo, store)
+    # a user job's windows hold any aggregate, so they are computed from the start of the journal
+    cp = None if custom else _checkpoint_before(spark, root, checkpoints_of or target, policy, lo, store)
     history = None
     if cp is not None:
         history = rows.where(F.col("seq") <= cp.state.seq)  # where earlier copies of a (partition, offset) are
         rows = rows.where(F.col("seq") > cp.state.seq)
     partial = lo is not None or hi is not None
-    meta = lambda table: {"job": "replay run", "target": target, "table": table, "policy": policy_hash(policy),  # noqa: E731
+    meta = lambda table: {"job": "replay run", "retrace_job": job.name if job else "default", "target": target, "table": table, "policy": policy_hash(policy),  # noqa: E731
                           "seq_from": lo, "seq_to": hi, "run": run_id}
-    scratch = os.path.join(lake, "outputs", target, f"_scratch-{uuid.uuid4().hex}")
-    decisions = output_path(lake, target, "decisions")
+    scratch = os.path.join(root, "outputs", target, f"_scratch-{uuid.uuid4().hex}")
+    decisions = output_path(root, target, "decisions")
     # A whole replay's decisions are the table itself; a range's cover rows outside the range (from the
     # checkpoint on), so they are kept aside and only the range is written.
     materialize = ((lambda df: _materialize(df, scratch)) if partial
@@ -115,17 +125,17 @@ def _run(spark, lake, policy, target, start, end, store, checkpoints_of, run_id)
         step("decisions")
         out = engine.replay(rows, policy, flush=hi is None, since_seq=lo, materialize=materialize,
                             state=cp and cp.state, partitions=journal.declared_partitions(spark, lake, store),
-                            history=history)
+                            history=history, job=job)
         for name in ("decisions", "windows", "dead_letters", "watermarks"):
             if name != "decisions" or partial:
                 step(name)
-                _write(store, out.tables()[name], output_path(lake, target, name), name, lo, hi, partial, meta(name))
+                _write(store, out.tables()[name], output_path(root, target, name), name, lo, hi, partial, meta(name))
             _interrupt_point(name)
         step("metrics")
         # metrics cover the whole target, so they are recomputed from its tables (cheap to scan)
-        written = {n: store.read(spark, output_path(lake, target, n)) for n in ("decisions", "dead_letters")}
+        written = {n: store.read(spark, output_path(root, target, n)) for n in ("decisions", "dead_letters")}
         store.write(metrics.hourly(written["decisions"], written["dead_letters"]),
-                    output_path(lake, target, "metrics"), mode="overwrite", metadata=meta("metrics"))
+                    output_path(root, target, "metrics"), mode="overwrite", metadata=meta("metrics"))
     out.unpersist()
     return RunSummary(target, lo, hi, seconds=time.perf_counter() - began, checkpoint=cp and cp.batch, run_id=run_id)
 

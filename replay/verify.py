@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from replay import journal, locks
+from replay.jobs import Job, job_root
 from replay.policy import Policy
 from replay.runner import check_target, output_path, run
 from replay.runs import check_whole
@@ -91,26 +92,28 @@ class VerifyReport:
 
 
 def verify(spark: SparkSession, lake: str, policy: Policy, start: str | None = None, end: str | None = None,
-           target: str = "production", store: TableStore | None = None) -> VerifyReport:
-    """Replay [start, end) of the journal into `_verify-<uuid>` (removed afterwards) and compare with `target`."""
+           target: str = "production", store: TableStore | None = None, job: Job | None = None) -> VerifyReport:
+    """Replay [start, end) of the journal into `_verify-<uuid>` (removed afterwards) and compare with `target`
+    (of `job`, when given: its policy replaces `policy`)."""
     check_target(target)
     store = store or default_store()
-    missing = [t for t in COMPARED if not store.exists(output_path(lake, target, t))]
+    root = job_root(lake, job)
+    missing = [t for t in COMPARED if not store.exists(output_path(root, target, t))]
     if missing:
         raise FileNotFoundError(f"target {target!r} has no {missing[0]} table at "
-                                f"{output_path(lake, target, missing[0])}; nothing to verify")
-    check_whole(spark, lake, target, store)  # a half-written target would differ for a reason a replay can't name
+                                f"{output_path(root, target, missing[0])}; nothing to verify")
+    check_whole(spark, root, target, store)  # a half-written target would differ for a reason a replay can't name
     scratch = f"_verify-{uuid.uuid4().hex[:12]}"
     try:
-        summary = run(spark, lake, policy, target=scratch, start=start, end=end, store=store)
+        summary = run(spark, lake, policy, target=scratch, start=start, end=end, store=store, job=job)
         report = compare(spark, lake, target, scratch, summary.seq_from, summary.seq_to, start=start, end=end,
-                         store=store)
+                         store=store, root=root)
         report.journal_violations = journal_violations(journal.read(spark, lake, store))
         return report
     finally:
-        shutil.rmtree(os.path.join(lake, "outputs", scratch), ignore_errors=True)
-        if os.path.exists(locks.target_lock(lake, scratch)):
-            os.remove(locks.target_lock(lake, scratch))
+        shutil.rmtree(os.path.join(root, "outputs", scratch), ignore_errors=True)
+        if os.path.exists(locks.target_lock(root, scratch)):
+            os.remove(locks.target_lock(root, scratch))
 
 
 def journal_violations(rows: DataFrame) -> list[str]:
@@ -147,14 +150,17 @@ def in_range(df: DataFrame, table: str, lo: int | None, hi: int | None) -> DataF
 
 
 def compare(spark: SparkSession, lake: str, target: str, replayed: str, lo: int | None, hi: int | None, *,
-            start: str | None = None, end: str | None = None, store: TableStore | None = None) -> VerifyReport:
-    """Compare the seq range [lo, hi) of two targets of one lake; `replayed` is the reference."""
+            start: str | None = None, end: str | None = None, store: TableStore | None = None,
+            root: str | None = None) -> VerifyReport:
+    """Compare the seq range [lo, hi) of two targets of one lake (of one job: outputs under `root`);
+    `replayed` is the reference."""
     store = store or default_store()
+    out = root or lake
     seq_hours = _seq_hours(spark, lake, store)
     diffs, hours = [], set()
     for table in COMPARED:
-        ours = in_range(store.read(spark, output_path(lake, replayed, table)), table, lo, hi)
-        theirs = in_range(store.read(spark, output_path(lake, target, table)), table, lo, hi)
+        ours = in_range(store.read(spark, output_path(out, replayed, table)), table, lo, hi)
+        theirs = in_range(store.read(spark, output_path(out, target, table)), table, lo, hi)
         columns = ours.columns
         absent = [c for c in columns if c not in theirs.columns]
         if absent:

@@ -162,3 +162,44 @@ def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool, state:
         F.timestamp_micros(F.col("arrival")).alias("arrival_time"),
     )
     return WindowResults(windows, closed, closes, still_open)
+
+
+def job_windows(decisions: DataFrame, kept: DataFrame, policy: Policy, grouping: tuple[str, ...],
+                aggregates: tuple[tuple[str, str], ...], flush: bool) -> WindowResults:
+    """A user job's windows: `kept` (its decided events after filter and transform: seq, partition, offset,
+    timestamp, arrival_time and its columns) aggregated with its Spark SQL aggregates per window and group.
+
+    Members are aggregated in one task per group, in `seq` order, so an aggregate that keeps the first of
+    equals (max_by, min_by) always keeps the same row, whatever the shuffle partitions."""
+    w = policy.window
+    closes = close_points(decisions, policy).persist()
+    lo, hi = window_range(F.col("_ts"), w)
+    rows = kept.withColumn("_ts", F.unix_micros("timestamp"))  # `decisions`: the engine's rows (micros)
+    k = hi if w.hop >= w.size else F.explode(F.sequence(lo, hi))
+    if w.hop >= w.size:
+        rows = rows.where(lo <= hi)
+    members = rows.select("*", scope_column(policy).alias("_scope"), k.alias("_k"))
+    joined = members.join(F.broadcast(closes.withColumnRenamed("scope", "_scope").withColumnRenamed("k", "_k")),
+                          ["_scope", "_k"], "left")
+    too_late = F.col("close_seq").isNotNull() & (F.col("seq") > F.col("close_seq"))
+    groups = ["_scope", *grouping, "_k"]
+    ordered = joined.where(~too_late).repartition(*groups).sortWithinPartitions("seq")
+    # close_seq is one value per (scope, k): a grouping column, not an aggregate
+    counted = ordered.groupBy(*groups, "close_seq").agg(*[F.expr(e).alias(n) for n, e in aggregates])
+    windows = counted if flush else counted.where(F.col("close_seq").isNotNull())
+    start = window_start(F.col("_k"), w)
+    windows = windows.select(
+        F.timestamp_micros(start).alias("window_start"),
+        F.timestamp_micros(start + w.size).alias("window_end"),
+        *grouping,
+        F.when(F.col("_scope") != MERGED, F.col("_scope")).alias("partition"),
+        *[n for n, _ in aggregates],
+        F.col("close_seq").alias("emitted_at"),
+    )
+    closed = joined.where(too_late).select(
+        "seq", "partition", "offset",
+        F.lit("window_closed").alias("reason"),
+        F.timestamp_micros(start).alias("window_start"),
+        "arrival_time",
+    )
+    return WindowResults(windows, closed, closes, None)

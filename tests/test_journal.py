@@ -174,9 +174,9 @@ def test_ingest_counts_malformed_rows_and_bad_event_times(handwritten):
     assert (r.events, r.malformed, r.bad_event_time) == (3, 4, 1)
 
 
-def test_good_line_is_an_event_without_payload(handwritten):
+def test_good_line_is_an_event_with_its_whole_line_as_payload(handwritten):
     row = next(r for r in handwritten["journal"] if (r["partition"], r["offset"]) == (0, 0))
-    assert row["kind"] == "event" and row["payload"] is None
+    assert row["kind"] == "event" and json.loads(row["payload"])["key"] == "a"
     assert (row["partition"], row["offset"], row["key"], row["value"]) == (0, 0, "a", 1.5)
 
 

@@ -202,7 +202,7 @@ def test_a_broken_json_line_comes_through_as_a_line_and_becomes_malformed(spark,
                             transform=lambda df: journal.normalize(journal.raw_from_lines(df)))
     assert [(r["source_line"], r["line"]) for r in lines[0]["rows"]] == [(1, GOOD), (3, BROKEN)]
     by_line = {r["source_line"]: r for r in normalized[0]["rows"]}
-    assert (by_line[1]["kind"], by_line[1]["payload"]) == ("event", None)
+    assert (by_line[1]["kind"], by_line[1]["payload"]) == ("event", GOOD)
     assert (by_line[3]["kind"], by_line[3]["payload"], by_line[3]["source"]) == (
         "malformed", BROKEN, "part-00000.jsonl")
 
