@@ -17,19 +17,21 @@ import signal
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from replay import checkpoints, engine, journal, kafka_source as kafka, locks, manifest, metrics
-from replay.checkpoints import Checkpoint, SourcePartition
+from replay.checkpoints import Checkpoint, CheckpointMismatch, SourcePartition
 from replay.decisions import NEG
 from replay.durations import format_instant
+from replay.jobs import Job, job_root
 from replay.policy import Policy
-from replay.runner import check_target, output_path, policy_hash
+from replay.runner import check_target, output_path, policy_hash, signature
 from replay.state import State
-from replay.store import AppTransaction, Replace, TableStore, default_store
+from replay.store import AppTransaction, Replace, TableStore, commit_metadata, default_store
 
 CLOCKS = ("system", "simulated")
 
@@ -42,7 +44,8 @@ def processing_time(clock: str, latest_arrival: int | None) -> int:
 
 
 def _crash_point(name: str) -> None:
-    """Fault injection for the recovery tests: RETRACE_CRASH_AT=<name> kills the job here with SIGKILL."""
+    """Fault injection for the recovery tests: RETRACE_CRASH_AT=<name> kills the job here with SIGKILL
+    (`<job>:<name>` at that point of a user job's commit)."""
     if os.environ.get("RETRACE_CRASH_AT") == name:
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -85,6 +88,8 @@ class LiveJob:
     landing: object | None = None  # a replay.landing.Landing, to report files waiting
     reports: list[BatchReport] = field(default_factory=list)
     on_batch: object | None = None  # called with each BatchReport (progress, benchmarks)
+    jobs: tuple[Job, ...] = ()  # users' jobs on this source, each deciding from its own checkpoint
+    fields: journal.SourceFields = field(default_factory=journal.SourceFields)  # the payload's time and key
     unit = "files"
 
     def __post_init__(self):
@@ -95,6 +100,7 @@ class LiveJob:
         self._policy_json = json.dumps(self.policy.to_dict(), sort_keys=True)
         self._policy_hash = policy_hash(self.policy)
         self.cp = self._load()
+        self.consumers = [Consumer.load(self, job) for job in self.jobs]
         self.caught_up = False  # the journal has no rows past the checkpoint (checked once, then kept so)
         self.sources: set[str] | None = None  # landing files journaled (for the lag report), loaded lazily
 
@@ -126,12 +132,21 @@ class LiveJob:
             self._decide(rows, len(pending), began)  # finish what a crashed run journaled, then go on
             began = time.perf_counter()
         self.caught_up = True
+        self._start_consumers()
         if not files:
             return
         rows = self._append(lines, files)
         if self.sources is not None:
             self.sources |= set(files)
         self._decide(rows, len(files), began)
+
+    def _start_consumers(self) -> None:
+        """Once, before journaling anything new: every job finishes what a crashed run left half-committed
+        (with the same journal rows) and catches up with the journal (a job added since starts at seq 0)."""
+        if not getattr(self, "_consumers_started", False):
+            for consumer in self.consumers:
+                consumer.catch_up(self)
+            self._consumers_started = True
 
     def _tail(self) -> tuple[set[str], DataFrame] | None:
         """Journal rows after the checkpoint (journaled by a run that crashed before deciding them)."""
@@ -144,7 +159,7 @@ class LiveJob:
 
     def _append(self, lines: DataFrame, files: list[str]) -> DataFrame:
         """Journal the batch: its rows in (file, line) order, then the clock rows; returns the new rows."""
-        rows = journal.normalize(journal.raw_from_lines(lines), self.source_partitions).persist()
+        rows = journal.normalize(journal.raw_from_lines(lines, self.fields), self.source_partitions).persist()
         per_file = {r["source"]: r["lines"] for r in rows.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
         base = self.cp.state.seq + 1
         observed = manifest.observe(self.landing, files) if self.landing is not None else {}
@@ -192,55 +207,19 @@ class LiveJob:
                          F.lit(None).cast("string").alias("source"), F.lit(None).cast("long").alias("source_line"))
 
     def _decide(self, rows: DataFrame, files: int, began: float) -> None:
-        """Decide `rows` (the journal after the checkpoint) from the checkpoint; commit outputs, then state."""
+        """Decide `rows` (the journal after the checkpoint) from the checkpoint; commit outputs, then state;
+        then every user job on the source from its own checkpoint."""
         batch = self.cp.batch + 1
         span = rows.agg(F.min("seq").alias("lo"), F.max("seq").alias("hi"), F.count("*").alias("n"),
                         F.count(F.when(F.col("kind") == "clock", 1)).alias("clocks")).first()
-        history = self.store.read(self.spark, journal.journal_path(self.lake))  # for duplicate (partition, offset)
-        history = history.where(F.col("seq") <= self.cp.state.seq)
-        out = engine.replay(rows, self.policy, flush=True, state=self.cp.state,
-                            partitions=self.source_partitions, keep_state=True, history=history)
-        tables = out.tables()
-        txn = lambda name: AppTransaction(f"retrace-{self.target}-{name}", batch)  # noqa: E731
-        # the batch is the run: every table's commit for it names the same run, whichever process made it
-        meta = lambda name: {"job": "replay stream", "target": self.target, "table": name,  # noqa: E731
-                             "policy": self._policy_hash, "seq_from": span["lo"], "seq_to": span["hi"] + 1,
-                             "batch": batch, "run": f"live-batch-{batch}"}
-        for name in ("decisions", "dead_letters", "watermarks"):
-            self.store.write(tables[name], output_path(self.lake, self.target, name), txn=txn(name),
-                             metadata=meta(name))
-            _crash_point(name)
-        # emitted windows are appended; the open ones (null emitted_at, what a flush would emit now) replaced
-        self.store.write(tables["windows"], output_path(self.lake, self.target, "windows"), txn=txn("windows"),
-                         replace=Replace("emitted_at", span["lo"], None, nulls=True), metadata=meta("windows"))
-        _crash_point("windows")
-        written = {n: self.store.read(self.spark, output_path(self.lake, self.target, n))
-                   for n in ("decisions", "dead_letters")}
-        self.store.write(metrics.hourly(written["decisions"], written["dead_letters"]),
-                         output_path(self.lake, self.target, "metrics"), mode="overwrite", metadata=meta("metrics"))
-        state = out.state.advanced(span["hi"])
         source = self._source_after(rows)
-        checkpoints.save(self.spark, self.lake, self.target, Checkpoint(batch, state, source, self._policy_json),
-                         self.store, metadata=meta("checkpoints"))
-        _crash_point("checkpoint")
-        out.unpersist()
-        self.cp = self._committed(Checkpoint(batch, state, source, self._policy_json))
+        self.cp = commit_batch(self, self.lake, self.target, self.policy, None, self.cp, rows, span, source)
         self.reports.append(self._report(batch, files, span, began))
         print(self.reports[-1].line(), file=sys.stderr, flush=True)
+        for consumer in self.consumers:
+            consumer.catch_up(self)
         if self.on_batch is not None:
             self.on_batch(self.reports[-1])
-
-    def _committed(self, cp: Checkpoint) -> Checkpoint:
-        """The checkpoint as committed: its open windows and keys read back (this cuts the lineage)."""
-        def read(table: str, present: bool):
-            if not present:
-                return None
-            df = self.store.read(self.spark, output_path(self.lake, self.target, table))
-            return df.where(F.col("batch") == cp.batch).drop("batch")
-
-        state = replace(cp.state, windows=read("checkpoint_windows", cp.state.windows is not None),
-                        keys=read("checkpoint_keys", cp.state.keys is not None))
-        return replace(cp, state=state)
 
     def _source_after(self, rows: DataFrame) -> dict[int, SourcePartition]:
         """Last arrival, offset and seen-at time per partition, after `rows` (its clock rows name the
@@ -270,6 +249,99 @@ class LiveJob:
                            time.perf_counter() - began, time.time(), self.unit)
 
 
+def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: Job | None, cp: Checkpoint,
+                 rows: DataFrame, span, source: dict) -> Checkpoint:
+    """Decide `rows` (the journal after `cp`) for one job and commit its outputs, then its checkpoint; every
+    commit is tagged with the transaction (app, batch), so a batch retried after a crash is not committed twice.
+    Returns the checkpoint as committed."""
+    spark, store, batch = live.spark, live.store, cp.batch + 1
+    crash = lambda name: _crash_point(name if job is None else f"{job.name}:{name}")  # noqa: E731
+    history = store.read(spark, journal.journal_path(live.lake))  # for duplicate (partition, offset)
+    history = history.where(F.col("seq") <= cp.state.seq)
+    out = engine.replay(rows, policy, flush=True, state=cp.state, partitions=live.source_partitions,
+                        keep_state=True, history=history, job=job)
+    tables = out.tables()
+    txn = lambda name: AppTransaction(f"retrace-{target}-{name}", batch)  # noqa: E731
+    # the batch is the run: every table's commit for it names the same run, whichever process made it
+    meta = lambda name: {"job": "replay stream", "retrace_job": job.name if job else "default",  # noqa: E731
+                         "target": target, "table": name, "policy": policy_hash(policy), "seq_from": span["lo"],
+                         "seq_to": span["hi"] + 1, "batch": batch, "run": f"live-batch-{batch}"}
+    for name in ("decisions", "dead_letters", "watermarks"):
+        store.write(tables[name], output_path(root, target, name), txn=txn(name), metadata=meta(name))
+        crash(name)
+    # emitted windows are appended; the open ones (null emitted_at, what a flush would emit now) replaced
+    store.write(tables["windows"], output_path(root, target, "windows"), txn=txn("windows"),
+                replace=Replace("emitted_at", span["lo"], None, nulls=True), metadata=meta("windows"))
+    crash("windows")
+    written = {n: store.read(spark, output_path(root, target, n)) for n in ("decisions", "dead_letters")}
+    store.write(metrics.hourly(written["decisions"], written["dead_letters"]),
+                output_path(root, target, "metrics"), mode="overwrite", metadata=meta("metrics"))
+    state = out.state.advanced(span["hi"])
+    signed = signature(policy, job)
+    checkpoints.save(spark, root, target, Checkpoint(batch, state, source, signed), store,
+                     metadata=meta("checkpoints"))
+    crash("checkpoint")
+    out.unpersist()
+    return _committed(live, root, target, Checkpoint(batch, state, source, signed))
+
+
+def _committed(live: "LiveJob", root: str, target: str, cp: Checkpoint) -> Checkpoint:
+    """The checkpoint as committed: its open windows and keys read back (this cuts the lineage)."""
+    def read(table: str, present: bool):
+        if not present:
+            return None
+        df = live.store.read(live.spark, output_path(root, target, table))
+        return df.where(F.col("batch") == cp.batch).drop("batch")
+
+    state = replace(cp.state, windows=read("checkpoint_windows", cp.state.windows is not None),
+                    keys=read("checkpoint_keys", cp.state.keys is not None))
+    return replace(cp, state=state)
+
+
+@dataclass
+class Consumer:
+    """A user's job on the live source: a cursor into the journal (its checkpoint's seq) that it decides from,
+    after the journal has been written. A job added later starts at the start of the journal; a job that
+    fails is reported and retried from its checkpoint at the next batch, and the others go on."""
+
+    job: Job
+    root: str
+    cp: Checkpoint
+    failures: int = 0
+
+    @classmethod
+    def load(cls, live: "LiveJob", job: Job) -> "Consumer":
+        root, signed = job_root(live.lake, job), signature(job.policy, job)
+        cp = checkpoints.load(live.spark, root, live.target, live.store)
+        if cp is not None and cp.policy != signed:
+            raise CheckpointMismatch(f"{job.describe()}: its checkpoint (batch {cp.batch}) at {root} was made with "
+                                     "another definition; replay it from the start (`replay run --job "
+                                     f"{job.name}`) and remove its checkpoints, or keep the old definition")
+        return cls(job, root, cp or Checkpoint(-1, State(), {}, signed))
+
+    def catch_up(self, live: "LiveJob") -> None:
+        """Decide the journal rows after this job's checkpoint, committing its outputs."""
+        rows = live.store.read(live.spark, journal.journal_path(live.lake)).where(F.col("seq") > self.cp.state.seq)
+        decisions = output_path(self.root, live.target, "decisions")
+        meta = commit_metadata(live.spark, decisions) if live.store.exists(decisions) else None
+        if meta and meta.get("job") == "replay stream" and meta.get("batch") == self.cp.batch + 1:
+            rows = rows.where(F.col("seq") < meta["seq_to"])  # a half-committed batch is redone with its own rows
+        span = rows.agg(F.min("seq").alias("lo"), F.max("seq").alias("hi"), F.count("*").alias("n")).first()
+        if not span["n"]:
+            return
+        began = time.perf_counter()
+        try:
+            self.cp = commit_batch(live, self.root, live.target, self.job.policy, self.job, self.cp, rows, span, {})
+        except Exception as e:  # noqa: BLE001 - one job's failure must not stop the source or the other jobs
+            self.failures += 1
+            print(f"{self.job.describe()}: failed on journal seq {span['lo']}-{span['hi']} ({type(e).__name__}: "
+                  f"{' '.join(str(e).split())[:300]}); retried from its checkpoint at the next batch",
+                  file=sys.stderr, flush=True)
+            return
+        print(f"{self.job.describe()}: batch {self.cp.batch}: {span['n']} rows (seq {span['lo']}-{span['hi']}) "
+              f"committed in {time.perf_counter() - began:.1f}s", file=sys.stderr, flush=True)
+
+
 def _micros(iso: str) -> int:
     from replay.durations import parse_instant
 
@@ -288,20 +360,33 @@ class StreamSummary:
 def run_stream(spark: SparkSession, landing: str, lake: str, policy: Policy, *, target: str = "production",
                max_files_per_batch: int | None = None, max_bytes_per_batch: int | None = None,
                max_batches: int | None = None, clock: str = "system", until_idle: bool = False,
-               partitions: int | None = None, trigger_seconds: float = 1.0, on_batch=None) -> StreamSummary:
+               partitions: int | None = None, trigger_seconds: float = 1.0, on_batch=None,
+               jobs: tuple[Job, ...] = (), fields: journal.SourceFields | None = None) -> StreamSummary:
     """Run the live job: micro-batches over the landing source until it is idle (`until_idle`), `max_batches`
-    were committed, or the process is stopped. Holds the journal's and the target's locks (one writer at a
-    time) and first reports journaled landing files that changed since."""
+    were committed, or the process is stopped; every batch is journaled (payload fields `fields` hold the
+    event time and the key), decided for the spec's job on `policy`, then for each of `jobs`. Holds the
+    journal's and the targets' locks (one writer at a time) and first reports journaled landing files that
+    changed since."""
     _check_bounds(max_files_per_batch=max_files_per_batch, max_bytes_per_batch=max_bytes_per_batch,
                   max_batches=max_batches)
     check_target(target)
-    with locks.hold(locks.journal_lock(lake), "stream"), locks.hold(locks.target_lock(lake, target), "stream"):
+    with _locks(lake, target, jobs):
         return _run_stream(spark, landing, lake, policy, target, max_files_per_batch, max_bytes_per_batch,
-                           max_batches, clock, until_idle, partitions, trigger_seconds, on_batch)
+                           max_batches, clock, until_idle, partitions, trigger_seconds, on_batch, tuple(jobs),
+                           fields or journal.SourceFields())
+
+
+def _locks(lake: str, target: str, jobs) -> ExitStack:
+    """The journal's lock and the target's of the spec's job and of every job on the source."""
+    stack = ExitStack()
+    stack.enter_context(locks.hold(locks.journal_lock(lake), "stream"))
+    for root in [lake, *[job_root(lake, j) for j in jobs]]:
+        stack.enter_context(locks.hold(locks.target_lock(root, target), "stream"))
+    return stack
 
 
 def _run_stream(spark, landing, lake, policy, target, max_files_per_batch, max_bytes_per_batch, max_batches,
-                clock, until_idle, partitions, trigger_seconds, on_batch) -> StreamSummary:
+                clock, until_idle, partitions, trigger_seconds, on_batch, jobs, fields) -> StreamSummary:
     from replay import landing as landing_source
 
     began = time.perf_counter()
@@ -309,7 +394,7 @@ def _run_stream(spark, landing, lake, policy, target, max_files_per_batch, max_b
     for change in manifest.changes(source, manifest.load(spark, lake)):  # journaled files are never re-read
         print(change.line(), file=sys.stderr, flush=True)
     job = LiveJob(spark, lake, policy, target=target, clock=clock, partitions=partitions, landing=source,
-                  on_batch=on_batch)
+                  on_batch=on_batch, jobs=jobs, fields=fields)
     job.process(spark.createDataFrame([], "source string, source_line long, line string"))  # finish a crashed batch
     landing_source.register(spark)
     reader = (spark.readStream.format("retrace_landing").option("landing", landing)
@@ -342,7 +427,8 @@ class KafkaLiveJob(LiveJob):
                 self._decide(tail[1], 0, began)
                 began = time.perf_counter()
             self.caught_up = True
-        raw = kafka.raw_from_records(kafka.after(records, self.offsets), self.topic)
+        self._start_consumers()
+        raw = kafka.raw_from_records(kafka.after(records, self.offsets), self.topic, self.fields)
         rows = journal.normalize(raw, self.source_partitions).persist()
         try:
             per_partition = {r["partition"]: r for r in rows.groupBy("partition").agg(
@@ -364,7 +450,8 @@ def run_kafka_stream(spark: SparkSession, bootstrap: str, topic: str, lake: str,
                      target: str = "production", trust_create_time: bool = False,
                      max_records_per_batch: int | None = None, max_batches: int | None = None,
                      clock: str = "system", until_idle: bool = False, partitions: int | None = None,
-                     trigger_seconds: float = 1.0, on_batch=None) -> StreamSummary:
+                     trigger_seconds: float = 1.0, on_batch=None, jobs: tuple[Job, ...] = (),
+                     fields: journal.SourceFields | None = None) -> StreamSummary:
     """Run the live job over a Kafka topic, from the offsets after the journal's, until it is caught up with
     the topic (`until_idle`), `max_batches` were committed, or the process is stopped. Holds the journal's and
     the target's locks (one writer at a time)."""
@@ -375,15 +462,16 @@ def run_kafka_stream(spark: SparkSession, bootstrap: str, topic: str, lake: str,
     kafka.check_arrival_time(info, trust_create_time)
     if partitions is not None and partitions != info.partitions:
         raise ValueError(f"--partitions {partitions} differs from the {info.partitions} partitions of topic {topic}")
-    with locks.hold(locks.journal_lock(lake), "stream"), locks.hold(locks.target_lock(lake, target), "stream"):
+    with _locks(lake, target, jobs):
         return _run_kafka_stream(spark, bootstrap, topic, info, lake, policy, target, max_records_per_batch,
-                                 max_batches, clock, until_idle, trigger_seconds, on_batch, began)
+                                 max_batches, clock, until_idle, trigger_seconds, on_batch, began, tuple(jobs),
+                                 fields or journal.SourceFields())
 
 
 def _run_kafka_stream(spark, bootstrap, topic, info, lake, policy, target, max_records_per_batch, max_batches,
-                      clock, until_idle, trigger_seconds, on_batch, began) -> StreamSummary:
+                      clock, until_idle, trigger_seconds, on_batch, began, jobs, fields) -> StreamSummary:
     job = KafkaLiveJob(spark, lake, policy, target=target, clock=clock, partitions=info.partitions,
-                       on_batch=on_batch, topic=topic)
+                       on_batch=on_batch, topic=topic, jobs=jobs, fields=fields)
     job.process(spark.createDataFrame([], KAFKA_RECORDS))  # finish a crashed batch
     reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic)

@@ -141,6 +141,7 @@ def cmd_stream(a) -> int:
     from replay.runner import check_target
 
     policy = Policy.from_yaml(a.policy)
+    jobs, fields = _source_jobs(a)
     with locks.hold(locks.journal_lock(a.lake), "replay stream", wait=a.wait), \
             locks.hold(locks.target_lock(a.lake, check_target(a.target)), "replay stream", wait=a.wait):
         if a.kafka_bootstrap:
@@ -152,18 +153,34 @@ def cmd_stream(a) -> int:
             s = run_kafka_stream(_spark(), a.kafka_bootstrap, a.topic, a.lake, policy, target=a.target,
                                  trust_create_time=a.trust_create_time, max_records_per_batch=a.max_records_per_batch,
                                  max_batches=a.max_batches, clock=a.clock, until_idle=a.until_idle,
-                                 partitions=a.partitions, trigger_seconds=a.trigger_seconds)
+                                 partitions=a.partitions, trigger_seconds=a.trigger_seconds, jobs=jobs, fields=fields)
         else:
             if a.topic or a.trust_create_time or a.max_records_per_batch:
                 raise ValueError("--topic, --trust-create-time and --max-records-per-batch need --kafka-bootstrap")
             s = run_stream(_spark(), a.landing, a.lake, policy, target=a.target,
                            max_files_per_batch=a.max_files_per_batch, max_bytes_per_batch=a.max_bytes_per_batch,
                            max_batches=a.max_batches, clock=a.clock, until_idle=a.until_idle, partitions=a.partitions,
-                           trigger_seconds=a.trigger_seconds)
+                           trigger_seconds=a.trigger_seconds, jobs=jobs, fields=fields)
     print(json.dumps({"target": a.target, "batches": s.batches, "rows": s.rows, "clock_rows": s.clock_rows,
                       "seconds": round(s.seconds, 2),
                       "batch_seconds": [round(r.seconds, 2) for r in s.reports]}, indent=2))
     return 0
+
+
+def _source_jobs(a):
+    """The jobs of `--source` (all of the jobs folder's jobs that read it) and its payload fields."""
+    from replay.journal import SourceFields
+    from replay.jobs import load_folder
+
+    if not a.source:
+        return (), SourceFields()
+    catalog = load_folder(_jobs_folder(a))
+    if a.source not in catalog.sources:
+        raise ValueError(f"--source {a.source!r} is not defined in {_jobs_folder(a)}/sources.yaml; "
+                         f"defined: {', '.join(sorted(catalog.sources)) or 'none'}")
+    src = catalog.sources[a.source]
+    return (tuple(j for _, j in sorted(catalog.jobs.items()) if j.source == a.source),
+            SourceFields(src.event_time_field, src.key_field))
 
 
 def cmd_hash(a) -> int:
@@ -247,7 +264,10 @@ def parser() -> argparse.ArgumentParser:
                    help="accept a CreateTime topic: producer timestamps become arrival times")
     s.add_argument("--max-records-per-batch", type=int, help="Kafka: at most this many records per micro-batch")
     s.add_argument("--lake", required=True)
-    s.add_argument("--policy", required=True)
+    s.add_argument("--policy", required=True, help="the spec's count/sum job's policy (target --target)")
+    s.add_argument("--source", help="a source of the jobs folder: its payload fields, and every job reading it "
+                                    "is run on each micro-batch from its own checkpoint")
+    s.add_argument("--jobs", metavar="DIR", help="the jobs folder (default $RETRACE_JOBS, else jobs/examples)")
     s.add_argument("--target", default="production")
     s.add_argument("--max-files-per-batch", type=int)
     s.add_argument("--max-bytes-per-batch", type=int)

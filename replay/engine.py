@@ -114,13 +114,11 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     `history`: the journal rows before `journal` (with `state`), where duplicate (partition, offset) are found.
     `job`: a user's job (fields, filter, grouping, aggregates) on this policy; default: the spec's count/sum."""
     custom = job is not None and not job.is_spec
-    if custom and (state is not None or keep_state):
-        raise ValueError(f"{job.describe()}: its windows are computed from the whole journal, not from a checkpoint")
     state = state or State()
     rows = prepare(journal, history)
     d = watermarks.decide(rows, policy, state, partitions)
     if d is None:
-        return _empty(journal, state, materialize)
+        return _empty(journal, state, materialize, job if custom else None)
     decided, cached = d.rows, [d.rows]
     scopes_before = {s: state.scope(s) for s in _scopes(policy, d.wp_start.values)}
     if policy.idle_timeout is not None and policy.window is not None:
@@ -155,9 +153,9 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     still_open = None
     if custom:
         w = windows.job_windows(full, job_sql.decided_events(rows, job), policy, job.grouping, job.aggregates,
-                                flush and policy.flush_at_end)
+                                flush and policy.flush_at_end, state)
         cached.append(w.closes)
-        win, closed = w.windows, w.closed
+        win, closed, still_open = w.windows, w.closed, w.open
         if since_seq is not None:
             win = win.where(F.col("emitted_at").isNull() | (F.col("emitted_at") >= since_seq))
             closed = closed.where(F.col("seq") >= since_seq)
@@ -247,12 +245,19 @@ WINDOW_SCHEMA = (
 )
 
 
-def _empty(journal: DataFrame, state: State, materialize: Callable[[DataFrame], DataFrame] | None) -> Outputs:
+def _empty(journal: DataFrame, state: State, materialize: Callable[[DataFrame], DataFrame] | None,
+           job: Job | None = None) -> Outputs:
     spark = journal.sparkSession
     decisions = spark.createDataFrame([], DECISION_SCHEMA)
+    if job is not None and job.fields:  # a user job's tables have its columns even when empty
+        decisions = decisions.join(job_sql.fields(journal.limit(0), job), "seq", "left")
     if materialize is not None:  # kept like any other decisions (the runner writes them as the table)
         decisions = materialize(decisions)
+    no_windows = _no_windows(journal)
+    if job is not None:
+        no_windows = windows.job_windows(engine_rows(decisions), job_sql.decided_events(decisions, job),
+                                         job.policy, job.grouping, job.aggregates, True).windows
     dead = _with_raw(_malformed(journal), journal)
     timeline = spark.createDataFrame([], "partition int, seq long, arrival_time timestamp, watermark timestamp, "
                                          "output_watermark timestamp")
-    return Outputs(decisions, _no_windows(journal), dead, timeline, metrics.hourly(decisions, dead), state=state)
+    return Outputs(decisions, no_windows, dead, timeline, metrics.hourly(decisions, dead), state=state)

@@ -28,7 +28,7 @@ SPEC_AGGREGATES = (("count", "count(*)"), ("sum", "cast(sum(cast(value as decima
 RESERVED = frozenset({
     "seq", "partition", "offset", "kind", "action", "reasons", "timestamp", "watermark", "output_watermark",
     "arrival_time", "event_time", "key", "value", "partition_watermark", "payload", "source", "source_line",
-    "window_start", "window_end", "emitted_at",
+    "window_start", "window_end", "emitted_at", "scope", "k", "close_seq",
 })
 JOB_KEYS = {"name", "source", "policy", "fields", "where", "group_by", "aggregates"}
 SOURCE_KEYS = {"event_time_field", "key_field", "partitions", "description"}
@@ -128,6 +128,13 @@ class Job:
         """The spec's job shape: its windows can continue from a checkpoint's partial counts and sums."""
         return (not self.fields and self.where is None and self.transform is None and self.group_by is None
                 and self.aggregates == SPEC_AGGREGATES)
+
+    def fingerprint(self) -> dict:
+        """The definition, as plain values (a checkpoint made for another definition is not continued)."""
+        t = self.transform
+        return {"name": self.name, "fields": list(map(list, self.fields)), "where": self.where,
+                "group_by": list(self.grouping), "aggregates": list(map(list, self.aggregates)),
+                "transform": None if t is None else f"{getattr(t, '__module__', '')}.{getattr(t, '__qualname__', t)}"}
 
     def describe(self) -> str:
         return f"job {self.name}" + (f" ({self.origin})" if self.origin != "python" else "")

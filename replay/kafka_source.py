@@ -109,16 +109,18 @@ def record_text() -> F.Column:
         F.concat(F.lit(BASE64), F.base64("value")))
 
 
-def raw_from_records(records: DataFrame, topic: str) -> DataFrame:
+def raw_from_records(records: DataFrame, topic: str, names: journal.SourceFields | None = None) -> DataFrame:
     """Kafka records -> the raw shape `journal.normalize` takes: partition, offset and arrival time from
-    Kafka, the other fields from the JSON value; a value that is not a JSON object is `unparsed`."""
+    Kafka, the other fields from the JSON value (`names`: which fields hold the event time and the key);
+    a value that is not a JSON object is `unparsed`."""
     line = record_text()
-    parsed = F.from_json(line, journal.RAW)
+    columns = (names or journal.SourceFields()).columns()
+    parsed = F.from_json(line, ", ".join(f"`{c}` string" for c in dict.fromkeys(columns)))
     ours = {"partition": F.col("partition").cast("string"), "offset": F.col("offset").cast("string"),
             "arrival_time": F.col("timestamp").cast("string")}
     return records.select(
         source_column(topic).alias("source"), F.col("offset").alias("source_line"), line.alias("line"),
-        *[(ours[f] if f in ours else parsed[f]).alias(f) for f in journal.FIELDS],
+        *[(ours[f] if f in ours else parsed[c]).alias(f) for f, c in zip(journal.FIELDS, columns)],
         F.json_object_keys(line).isNull().alias("unparsed"))
 
 

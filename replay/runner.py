@@ -106,8 +106,7 @@ def _run(spark, lake, policy, target, start, end, store, checkpoints_of, run_id,
     lo, hi = seq_bounds(rows, start, end)
     if hi is not None:
         rows = rows.where(F.col("seq") < hi)
-    # a user job's windows hold any aggregate, so they are computed from the start of the journal
-    cp = None if custom else _checkpoint_before(spark, root, checkpoints_of or target, policy, lo, store)
+    cp = _checkpoint_before(spark, root, checkpoints_of or target, signature(policy, job), lo, store)
     history = None
     if cp is not None:
         history = rows.where(F.col("seq") <= cp.state.seq)  # where earlier copies of a (partition, offset) are
@@ -140,14 +139,21 @@ def _run(spark, lake, policy, target, start, end, store, checkpoints_of, run_id,
     return RunSummary(target, lo, hi, seconds=time.perf_counter() - began, checkpoint=cp and cp.batch, run_id=run_id)
 
 
-def _checkpoint_before(spark, lake, target, policy, lo, store):
-    """The target's latest checkpoint before seq `lo`, if it was made with this policy: a replay from `lo`
-    starts there instead of at the start of the journal."""
+def signature(policy: Policy, job: Job | None = None) -> str:
+    """What a checkpoint's state depends on, as canonical JSON: the policy, and a user job's definition
+    (its open windows hold members with the job's columns)."""
+    if job is None or job.is_spec:
+        return json.dumps(policy.to_dict(), sort_keys=True)
+    return json.dumps({**job.fingerprint(), "policy": policy.to_dict()}, sort_keys=True)
+
+
+def _checkpoint_before(spark, lake, target, signed, lo, store):
+    """The target's latest checkpoint before seq `lo`, if it was made with this policy (and job): a replay
+    from `lo` starts there instead of at the start of the journal."""
     if lo is None:
         return None
     cp = checkpoints.load(spark, lake, target, store, before_seq=lo)
-    same = cp is not None and cp.policy == json.dumps(policy.to_dict(), sort_keys=True)
-    return cp if same else None
+    return cp if cp is not None and cp.policy == signed else None
 
 
 def _materialize(df: DataFrame, folder: str) -> DataFrame:
@@ -188,7 +194,8 @@ def summarize(spark: SparkSession, lake: str, target: str = "production", store:
     by_reason = {r["reason"]: r["n"] for r in decisions.select(F.explode("reasons").alias("reason"))
                  .groupBy("reason").agg(F.count("*").alias("n")).collect()}
     letters = {r["reason"]: r["n"] for r in dead_letters.groupBy("reason").agg(F.count("*").alias("n")).collect()}
-    w = windows.agg(F.count("*").alias("windows"), F.sum("count").alias("windowed"),
+    windowed = F.sum("count") if "count" in windows.columns else F.lit(None)  # a user job has its own aggregates
+    w = windows.agg(F.count("*").alias("windows"), windowed.alias("windowed"),
                     F.count(F.when(F.col("emitted_at").isNull(), 1)).alias("flushed")).first()
     return {
         "events": sum(by_action.values()),

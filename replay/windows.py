@@ -165,34 +165,45 @@ def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool, state:
 
 
 def job_windows(decisions: DataFrame, kept: DataFrame, policy: Policy, grouping: tuple[str, ...],
-                aggregates: tuple[tuple[str, str], ...], flush: bool) -> WindowResults:
+                aggregates: tuple[tuple[str, str], ...], flush: bool, state: State | None = None) -> WindowResults:
     """A user job's windows: `kept` (its decided events after filter and transform: seq, partition, offset,
     timestamp, arrival_time and its columns) aggregated with its Spark SQL aggregates per window and group.
+    `decisions` are the engine's rows (times in microseconds), where windows close.
 
+    Any aggregate is allowed, so a window's state is its members: the open windows of `state` hold them
+    (scope, k and the member's columns), and `WindowResults.open` gives them on to the next batch.
     Members are aggregated in one task per group, in `seq` order, so an aggregate that keeps the first of
-    equals (max_by, min_by) always keeps the same row, whatever the shuffle partitions."""
+    equals (max_by, min_by) always keeps the same row, whatever the shuffle partitions or batches."""
     w = policy.window
-    closes = close_points(decisions, policy).persist()
-    lo, hi = window_range(F.col("_ts"), w)
-    rows = kept.withColumn("_ts", F.unix_micros("timestamp"))  # `decisions`: the engine's rows (micros)
-    k = hi if w.hop >= w.size else F.explode(F.sequence(lo, hi))
+    state = state or State()
+    closes = close_points(decisions, policy, state).persist()
+    lo, hi = window_range(F.unix_micros("timestamp"), w)
+    rows = kept
     if w.hop >= w.size:
-        rows = rows.where(lo <= hi)
-    members = rows.select("*", scope_column(policy).alias("_scope"), k.alias("_k"))
-    joined = members.join(F.broadcast(closes.withColumnRenamed("scope", "_scope").withColumnRenamed("k", "_k")),
-                          ["_scope", "_k"], "left")
+        rows, k = rows.where(lo <= hi), hi
+    else:
+        k = F.explode(F.sequence(lo, hi))
+    members = rows.select(scope_column(policy).alias("scope"), k.alias("k"), *kept.columns)
+    joined = members.join(F.broadcast(closes), ["scope", "k"], "left")
     too_late = F.col("close_seq").isNotNull() & (F.col("seq") > F.col("close_seq"))
-    groups = ["_scope", *grouping, "_k"]
-    ordered = joined.where(~too_late).repartition(*groups).sortWithinPartitions("seq")
+    for s, v in state.scopes.items():  # windows the state had closed already
+        if v.owm > NEG:
+            too_late = too_late | ((F.col("scope") == s) & (F.col("k") <= reached_index(v.owm, policy)))
+    held = joined.where(~too_late).drop("close_seq")
+    if state.windows is not None:
+        held = held.unionByName(state.windows)
+    held = held.join(F.broadcast(closes), ["scope", "k"], "left")
+    groups = ["scope", *grouping, "k"]
+    ordered = (held if flush else held.where(F.col("close_seq").isNotNull())).repartition(*groups)
     # close_seq is one value per (scope, k): a grouping column, not an aggregate
-    counted = ordered.groupBy(*groups, "close_seq").agg(*[F.expr(e).alias(n) for n, e in aggregates])
-    windows = counted if flush else counted.where(F.col("close_seq").isNotNull())
-    start = window_start(F.col("_k"), w)
-    windows = windows.select(
+    counted = ordered.sortWithinPartitions("seq").groupBy(*groups, "close_seq").agg(
+        *[F.expr(e).alias(n) for n, e in aggregates])
+    start = window_start(F.col("k"), w)
+    windows = counted.select(
         F.timestamp_micros(start).alias("window_start"),
         F.timestamp_micros(start + w.size).alias("window_end"),
         *grouping,
-        F.when(F.col("_scope") != MERGED, F.col("_scope")).alias("partition"),
+        F.when(F.col("scope") != MERGED, F.col("scope")).alias("partition"),
         *[n for n, _ in aggregates],
         F.col("close_seq").alias("emitted_at"),
     )
@@ -202,4 +213,5 @@ def job_windows(decisions: DataFrame, kept: DataFrame, policy: Policy, grouping:
         F.timestamp_micros(start).alias("window_start"),
         "arrival_time",
     )
-    return WindowResults(windows, closed, closes, None)
+    still_open = held.where(F.col("close_seq").isNull()).drop("close_seq")
+    return WindowResults(windows, closed, closes, still_open)
