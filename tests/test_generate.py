@@ -9,6 +9,7 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
+from replay import cli
 from replay.generate import FIRMWARES, REGIONS, SITES, generate
 
 BASIC = ["partition", "offset", "arrival_time", "event_time", "key", "value"]
@@ -142,3 +143,10 @@ def test_an_unknown_shape_is_refused_naming_it(tmp_path):
         generate(str(tmp_path), 10, files=1, shape="sensor")
     assert not os.path.exists(tmp_path / "part-00000.jsonl")
 
+
+def test_replay_generate_shape_sensors_writes_sensor_rows(tmp_path, capsys):
+    out = tmp_path / "landing"
+    assert cli.main(["generate", "--out", str(out), "--events", "200", "--files", "2", "--shape", "sensors"]) == 0
+    assert json.loads(capsys.readouterr().out)["shape"] == "sensors"
+    rows, _ = jsonl_rows(out)
+    assert rows and all("temperature" in r and "meta" in r for r in rows)
