@@ -50,7 +50,7 @@ def cmd_generate(a) -> int:
     from replay.generate import generate
 
     summary = generate(a.out, a.events, partitions=a.partitions, keys=a.keys, files=a.files, seed=a.seed,
-                       fmt=a.format)
+                       fmt=a.format, shape=a.shape)
     print(json.dumps(summary))
     return 0
 
@@ -235,6 +235,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--files", type=int, default=100)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
+    g.add_argument("--shape", choices=("basic", "sensors"), default="basic",
+                   help="basic: key and value only; sensors: device readings (key is the device, value its "
+                        "temperature) with device, region, site, temperature, pressure, status (ok, alarm, "
+                        "test) and meta {firmware, battery} (default: basic)")
     g.set_defaults(fn=cmd_generate)
     i = sub.add_parser("ingest", help="journal new landing files (exactly once)")
     i.add_argument("--landing", required=True, help="a folder or s3://bucket/prefix")

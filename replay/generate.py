@@ -15,6 +15,25 @@ microseconds and `Z`. What makes the stream realistic (rates are per event, draw
 - idle gaps: the last partition is silent for 2-6 min about every 10 min, and (with >= 4
   partitions) partition 1 for 20-90 s about every 30 min; their traffic moves to other partitions.
 
+Shapes (`shape=`): "basic" is the rows above, with `value` a positive amount with 2 decimals.
+"sensors" adds a device reading to each row, in this order after `value` (which is then the
+temperature; `key` is the device):
+
+- `device` (string, = `key`), `region` (string, one of `REGIONS`; fixed per device), `site`
+  (string, the region's site in `SITES`, some non-ASCII: "Zürich", "São Paulo", "東京");
+- `temperature` (float, °C, 2 decimals): per-device baseline (18-30) + a daily cycle (local time)
+  + noise, within 14-34; spiked by +22 to +45 in ~0.3% of rows, then within 36-79;
+- `pressure` (float, hPa, 1 decimal): per-device baseline + slow regional weather + noise, within 985-1040;
+- `status` (string): "alarm" exactly when the temperature spiked, "test" (~1%, a normal reading
+  that jobs filter out), else "ok";
+- `meta` (object; a struct column in parquet): `firmware` (string like "1.4.2", fixed per device)
+  and `battery` (int 0-100, drains per device and recharges at 0).
+
+Device attributes (region, firmware, baselines) are drawn from the seed and `keys`, readings from
+a stream of their own: a sensors run has the events (partitions, offsets, times, keys, malformed
+rows) of the basic run with the same arguments. jsonl writes non-ASCII as raw UTF-8; a torn line
+loses the payload with the rest.
+
 Everything is vectorized (numpy + pyarrow) and deterministic: events are generated in fixed
 blocks from one seeded stream, so a seed gives the same events whatever `files` and `fmt` are
 (and a run with fewer events is a prefix of a run with more), and the same files byte for byte.
@@ -48,16 +67,35 @@ SCHEMA = pa.schema([
     ("event_time", pa.string()), ("key", pa.string()), ("value", pa.float64()),
 ])
 
+SHAPES = ("basic", "sensors")
+REGIONS = ("eu-west", "eu-central", "us-east", "us-west", "sa-east", "ap-northeast")
+REGION_WEIGHTS = (0.25, 0.2, 0.2, 0.15, 0.1, 0.1)
+SITES = ("Dublin", "Zürich", "Ashburn", "San José", "São Paulo", "東京")  # one per region
+UTC_OFFSET_H = (0, 1, -5, -8, -3, 9)  # per region: where the daily temperature cycle peaks
+FIRMWARES = ("1.4.2", "1.4.3", "1.5.0", "1.5.1", "2.0.0")
+FIRMWARE_WEIGHTS = (0.15, 0.35, 0.25, 0.2, 0.05)
+STATUSES = ("ok", "alarm", "test")
+P_TEST, P_SPIKE = 0.01, 0.003
+META = pa.struct([("firmware", pa.string()), ("battery", pa.int32())])
+SENSOR_SCHEMA = pa.schema(list(SCHEMA) + [
+    ("device", pa.string()), ("region", pa.string()), ("site", pa.string()), ("temperature", pa.float64()),
+    ("pressure", pa.float64()), ("status", pa.string()), pa.field("meta", META),
+])
+
 
 def generate(out_dir: str, events: int, partitions: int = 8, keys: int = 1000, files: int = 100,
              seed: int = 0, fmt: str = "jsonl", start: str = "2024-01-01T00:00:00Z",
-             rate: float = 1000.0, *, overwrite: bool = False) -> dict:
+             rate: float = 1000.0, *, shape: str = "basic", overwrite: bool = False) -> dict:
     """Write the landing files and return a summary (events, files, malformed, bytes, ...).
+
+    `shape`: "basic" or "sensors" (device readings; see the module docstring).
 
     Refuses to write into a folder that already holds `part-*` files unless `overwrite=True`
     (then those are deleted first), so a landing folder never mixes two runs.
     """
     start_us = _validate(out_dir, events, partitions, keys, files, seed, fmt, start, rate)
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     old = sorted(f for f in os.listdir(out_dir) if f.startswith("part-"))
@@ -67,12 +105,14 @@ def generate(out_dir: str, events: int, partitions: int = 8, keys: int = 1000, f
     for f in old:
         os.remove(os.path.join(out_dir, f))
 
-    events_ss, idle_ss = np.random.SeedSequence(seed).spawn(2)
+    events_ss, idle_ss, sensors_ss = np.random.SeedSequence(seed).spawn(3)  # the first two as before
+    sensors = _Sensors(np.random.default_rng(sensors_ss), keys, start_us) if shape == "sensors" else None
     stream = _Stream(np.random.default_rng(events_ss), np.random.default_rng(idle_ss),
-                     partitions, keys, start_us, rate)
+                     partitions, keys, start_us, rate, sensors)
     bounds = [i * events // files for i in range(files + 1)]
     t0 = time.perf_counter()
     totals = {"late": 0, "early": 0, **{k: 0 for k in MALFORMED_KINDS}}
+    statuses = np.zeros(len(STATUSES), np.int64)
     nbytes, f, writer = 0, 0, None
     first_arrival = last_arrival = None
     for b0 in range(0, events, BLOCK):
@@ -81,9 +121,11 @@ def generate(out_dir: str, events: int, partitions: int = 8, keys: int = 1000, f
             totals[k] += int(blk[k].sum())
         for i, k in enumerate(MALFORMED_KINDS):
             totals[k] += int((blk["malformed"] & (blk["malformed_kind"] == i)).sum())
+        if sensors is not None:
+            statuses += np.bincount(blk["status"], minlength=len(STATUSES))
         first_arrival = blk["arrival_us"][0] if first_arrival is None else first_arrival
         last_arrival = blk["arrival_us"][-1]
-        rows = _to_arrow(blk, fmt, stream.key_names)
+        rows = _to_arrow(blk, fmt, stream.key_names, sensors)
         lo = b0
         while lo < b0 + len(rows):
             if writer is None:
@@ -100,22 +142,26 @@ def generate(out_dir: str, events: int, partitions: int = 8, keys: int = 1000, f
     malformed = sum(totals[k] for k in MALFORMED_KINDS)
     if fmt == "parquet":  # a parquet row cannot be a broken line; it is a null event_time
         totals["missing_event_time"] += totals.pop("broken_line")
-    return {
+    summary = {
         "events": events, "files": files, "malformed": malformed, "bytes": nbytes,
-        "format": fmt, "out_dir": out_dir, "partitions": partitions, "keys": keys, "seed": seed,
+        "format": fmt, "shape": shape, "out_dir": out_dir, "partitions": partitions, "keys": keys, "seed": seed,
         "late": totals["late"], "early": totals["early"],
         "malformed_by_kind": {k: totals[k] for k in MALFORMED_KINDS if k in totals},
         "first_arrival": _iso_us(np.array([first_arrival]))[0].as_py(),
         "last_arrival": _iso_us(np.array([last_arrival]))[0].as_py(),
         "seconds": round(time.perf_counter() - t0, 3),
     }
+    if sensors is not None:  # over every event drawn, malformed ones included
+        summary["status"] = {k: int(c) for k, c in zip(STATUSES, statuses)}
+    return summary
 
 
 class _Stream:
     """The event stream, one block at a time; state carries over between blocks."""
 
-    def __init__(self, rng, idle_rng, partitions, keys, start_us, rate):
+    def __init__(self, rng, idle_rng, partitions, keys, start_us, rate, sensors=None):
         self.rng, self.partitions, self.keys, self.start_us = rng, partitions, keys, start_us
+        self.sensors = sensors
         self.mean_gap_us = 1e6 / rate
         weights = 1.0 + 0.5 * rng.random(partitions)  # uneven partition rates
         self.cdf = np.cumsum(weights / weights.sum())
@@ -139,6 +185,8 @@ class _Stream:
         """The next n <= BLOCK events. Always draws a full block (and cuts it) so that a shorter
         run is a prefix of a longer one; only the last block of a run is ever cut."""
         full = self._block(BLOCK)
+        if self.sensors is not None:  # from their own stream: the events do not depend on the shape
+            full.update(self.sensors.readings(full["key"], full["event_us"]))
         return full if n == BLOCK else {k: v[:n] for k, v in full.items()}
 
     def _block(self, n: int) -> dict:
@@ -199,6 +247,56 @@ class _IdleGaps:
         return (i >= 0) & (t < self.ends[np.maximum(i, 0)])
 
 
+class _Sensors:
+    """The sensors shape: per-device attributes (drawn once) and the readings of each block of events."""
+
+    def __init__(self, rng, keys, start_us):
+        self.rng, self.start_us = rng, start_us
+        self.region = _weighted(rng, REGION_WEIGHTS, keys)
+        self.firmware = _weighted(rng, FIRMWARE_WEIGHTS, keys)
+        self.temp_base = rng.uniform(1800, 3000, keys)  # centi-degrees C
+        self.temp_daily = rng.uniform(50, 300, keys)  # amplitude of the daily cycle
+        self.pres_base = np.clip(rng.normal(10130, 50, keys), 9950, 10300)  # deci-hPa
+        self.battery0 = rng.uniform(20, 100, keys)  # percent at `start`
+        self.drain = rng.uniform(0.2, 2.0, keys)  # percent per hour
+        self.weather_phase = rng.uniform(0, 2 * math.pi, len(REGIONS))
+        self.utc_offset_us = np.array(UTC_OFFSET_H, np.int64)[self.region] * 3_600_000_000
+
+    def readings(self, key: np.ndarray, event_us: np.ndarray) -> dict:
+        """One reading per event of a full block (key: device index; event_us: when it was taken)."""
+        rng, n, region = self.rng, len(key), self.region[key]
+        u = rng.random(n)
+        test, spike = u < P_TEST, (u >= P_TEST) & (u < P_TEST + P_SPIKE)
+        spike_by = rng.uniform(2200, 4500, n)
+        temp_noise = np.clip(rng.normal(0, 25, n), -100, 100)
+        pres_noise = np.clip(rng.normal(0, 3, n), -12, 12)
+        day_us = 86_400_000_000
+        local_day = ((event_us + self.utc_offset_us[key]) % day_us) / day_us  # 0 at local midnight
+        daily = np.sin(2 * math.pi * (local_day - 0.375))  # warmest at 15:00 local
+        temp = self.temp_base[key] + self.temp_daily[key] * daily + temp_noise + np.where(spike, spike_by, 0)
+        weather = 80 * np.sin(2 * math.pi * event_us / (4 * day_us) + self.weather_phase[region])  # +-8 hPa
+        hours = (event_us - self.start_us) / 3_600_000_000
+        battery = np.minimum(np.floor(np.mod(self.battery0[key] - self.drain[key] * hours, 101)), 100)
+        return {"temp_centi": np.rint(temp).astype(np.int64),
+                "pres_deci": np.rint(self.pres_base[key] + weather + pres_noise).astype(np.int64),
+                "status": np.where(test, 2, np.where(spike, 1, 0)).astype(np.int8),
+                "battery": battery.astype(np.int32)}
+
+    def columns(self, blk: dict) -> dict:
+        """A block's region, site, status, firmware and battery as Arrow arrays."""
+        region = pa.array(self.region[blk["key"]])
+        return {"region": pa.array(REGIONS).take(region), "site": pa.array(SITES).take(region),
+                "status": pa.array(STATUSES).take(pa.array(blk["status"])),
+                "firmware": pa.array(FIRMWARES).take(pa.array(self.firmware[blk["key"]])),
+                "battery": pa.array(blk["battery"])}
+
+
+def _weighted(rng, weights, n: int) -> np.ndarray:
+    """n indices into `weights`, drawn with those weights."""
+    cdf = np.cumsum(weights) / sum(weights)
+    return np.minimum(np.searchsorted(cdf, rng.random(n), side="right"), len(weights) - 1)
+
+
 def _log_uniform(u, lo, hi):
     return np.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))
 
@@ -226,9 +324,11 @@ def _iso_us(us: np.ndarray) -> pa.StringArray:
 _TWO_DIGITS = pa.array([f"{i:02d}" for i in range(100)])
 
 
-def _to_arrow(blk: dict, fmt: str, key_names: pa.StringArray) -> pa.Table | pa.StringArray:
+def _to_arrow(blk: dict, fmt: str, key_names: pa.StringArray, sensors: _Sensors | None = None
+              ) -> pa.Table | pa.StringArray:
     """A block as a parquet-ready table, or (jsonl) as its lines, each ending in a newline."""
     n = len(blk["offset"])
+    sensor = sensors.columns(blk) if sensors is not None else None
     key = key_names.take(pa.array(blk["key"]))
     arrival = _iso_us(blk["arrival_us"])
     event = _iso_us(blk["event_us"])
@@ -238,13 +338,24 @@ def _to_arrow(blk: dict, fmt: str, key_names: pa.StringArray) -> pa.Table | pa.S
     if fmt == "parquet":
         missing = pa.array(bad & (kind != 1))
         event = pc.if_else(missing, pa.scalar(None, pa.string()), event)
+        if sensors is None:
+            return pa.Table.from_arrays([pa.array(blk["partition"]), pa.array(blk["offset"]), arrival, event, key,
+                                         pa.array(blk["cents"] / 100.0)], schema=SCHEMA)
+        temperature = pa.array(blk["temp_centi"] / 100.0)
+        meta = pa.StructArray.from_arrays([sensor["firmware"], sensor["battery"]], fields=list(META))
         return pa.Table.from_arrays([pa.array(blk["partition"]), pa.array(blk["offset"]), arrival, event, key,
-                                     pa.array(blk["cents"] / 100.0)], schema=SCHEMA)
+                                     temperature, key, sensor["region"], sensor["site"], temperature,
+                                     pa.array(blk["pres_deci"] / 10.0), sensor["status"], meta],
+                                    schema=SENSOR_SCHEMA)
     cents = blk["cents"]
     cols = {"partition": pa.array(blk["partition"]).cast(pa.string()),
             "offset": pa.array(blk["offset"]).cast(pa.string()), "arrival": arrival, "event": event,
             "key": key, "units": pa.array(cents // 100).cast(pa.string()),
             "cents": _TWO_DIGITS.take(pa.array(cents % 100))}
+    if sensors is not None:
+        cols |= {"temperature": _decimal(blk["temp_centi"], 2), "pressure": _decimal(blk["pres_deci"], 1),
+                 "battery": sensor["battery"].cast(pa.string()),
+                 **{k: sensor[k] for k in ("region", "site", "status", "firmware")}}
 
     def lines_of(c: dict, event_time: str) -> pa.StringArray:  # event_time: "full", "absent", "torn"
         head = ['{"partition":', c["partition"], ',"offset":', c["offset"], ',"arrival_time":"', c["arrival"]]
@@ -252,8 +363,14 @@ def _to_arrow(blk: dict, fmt: str, key_names: pa.StringArray) -> pa.Table | pa.S
             return pc.binary_join_element_wise(*head, '","event_time":"', pc.utf8_slice_codeunits(c["event"], 0, 13),
                                                "\n", "")
         event_field = ['","event_time":"', c["event"]] if event_time == "full" else []
-        return pc.binary_join_element_wise(*head, *event_field, '","key":"', c["key"], '","value":', c["units"],
-                                           ".", c["cents"], "}\n", "")
+        if sensors is None:
+            return pc.binary_join_element_wise(*head, *event_field, '","key":"', c["key"], '","value":', c["units"],
+                                               ".", c["cents"], "}\n", "")
+        return pc.binary_join_element_wise(
+            *head, *event_field, '","key":"', c["key"], '","value":', c["temperature"], ',"device":"', c["key"],
+            '","region":"', c["region"], '","site":"', c["site"], '","temperature":', c["temperature"],
+            ',"pressure":', c["pressure"], ',"status":"', c["status"], '","meta":{"firmware":"', c["firmware"],
+            '","battery":', c["battery"], "}}\n", "")
 
     lines = lines_of(cols, "full")
     for mask, event_time in ((bad & (kind == 0), "absent"), (bad & (kind == 2), "torn")):
@@ -262,6 +379,14 @@ def _to_arrow(blk: dict, fmt: str, key_names: pa.StringArray) -> pa.Table | pa.S
             lines = pc.replace_with_mask(lines, pa.array(mask), lines_of({k: v.take(idx) for k, v in cols.items()}, event_time))
     assert len(lines) == n
     return lines
+
+
+def _decimal(scaled: np.ndarray, decimals: int) -> pa.StringArray:
+    """Integers in units of 10**-decimals (1 <= decimals <= 2) -> their decimal text, e.g. -105, 2 -> "-1.05"."""
+    whole, frac = np.divmod(np.abs(scaled), 10 ** decimals)
+    frac = _TWO_DIGITS.take(pa.array(frac)) if decimals == 2 else pa.array(frac).cast(pa.string())
+    sign = pc.if_else(pa.array(scaled < 0), "-", "")
+    return pc.binary_join_element_wise(sign, pa.array(whole).cast(pa.string()), ".", frac, "")
 
 
 class _Writer:
@@ -341,10 +466,11 @@ def _main(argv=None) -> None:
     ap.add_argument("--fmt", choices=FORMATS, default="jsonl")
     ap.add_argument("--start", default="2024-01-01T00:00:00Z")
     ap.add_argument("--rate", type=float, default=1000.0)
+    ap.add_argument("--shape", choices=SHAPES, default="basic")
     ap.add_argument("--overwrite", action="store_true")
     a = ap.parse_args(argv)
     print(json.dumps(generate(a.out_dir, a.events, a.partitions, a.keys, a.files, a.seed, a.fmt,
-                              a.start, a.rate, overwrite=a.overwrite)))
+                              a.start, a.rate, shape=a.shape, overwrite=a.overwrite)))
 
 
 if __name__ == "__main__":
