@@ -16,8 +16,10 @@ def arrival_checks(rows: DataFrame, policy: Policy) -> DataFrame:
     Adds `quarantined`, `early`, `late` (booleans), `passed` (the event goes on to the ordering
     check) and `t` (its time after steps 2-3, microseconds). Quarantined: an invalid event time, or a
     `duplicate` (its (partition, offset) appeared at an earlier seq: the broker's identity of an event,
-    so the first copy wins), which is decided first.
+    so the first copy wins), which is decided first. With `timestamp_by: arrival_time`: `_by_arrival`.
     """
+    if policy.by_arrival:
+        return _by_arrival(rows)
     is_event = F.col("kind") == "event"
     arrival, et = F.col("arrival"), F.col("et")
     quarantined = is_event & (et.isNull() | F.col("duplicate"))
@@ -49,12 +51,31 @@ def arrival_checks(rows: DataFrame, policy: Policy) -> DataFrame:
     )
 
 
+def _by_arrival(rows: DataFrame) -> DataFrame:
+    """`timestamp_by: arrival_time`: the event's time is its arrival, so step 1 has a time even when the
+    `event_time` column is null or unparseable (such an event is not quarantined; only a `duplicate` is), and
+    steps 2-3 never fire: t = arrival."""
+    is_event = F.col("kind") == "event"
+    quarantined = is_event & F.col("duplicate")
+    passed = is_event & ~quarantined
+    return rows.select(
+        "*",
+        quarantined.alias("quarantined"),
+        F.lit(False).alias("early"),
+        F.lit(False).alias("late"),
+        passed.alias("passed"),
+        F.when(passed, F.col("arrival")).alias("t"),
+    )
+
+
 def ordering_check(rows: DataFrame, policy: Policy) -> DataFrame:
     """Step 4 and the result: needs `w_before`, the scope watermark after the previous row.
 
-    Adds `out_of_order`, `action`, `reasons` and `timestamp` (microseconds, null unless kept).
+    Adds `out_of_order`, `action`, `reasons` and `timestamp` (microseconds, null unless kept). With
+    `timestamp_by: arrival_time` step 4 never fires, even for an arrival behind the watermark (an arrival
+    earlier than one before it in the partition): the spec keeps every event at its arrival time.
     """
-    ooo = F.col("passed") & (F.col("t") < F.col("w_before"))
+    ooo = F.lit(False) if policy.by_arrival else F.col("passed") & (F.col("t") < F.col("w_before"))
     ooo_action = policy.out_of_order_action
     ooo_drop = ooo if ooo_action == "drop" else F.lit(False)
     kept = F.col("passed") & ~ooo_drop

@@ -18,6 +18,7 @@ LATE_ACTIONS = ("adjust", "drop", "accept")
 OUT_OF_ORDER_ACTIONS = ("adjust", "drop", "accept")
 SUBSTREAM_COLUMNS = ("key",)
 PARTITION_MODES = ("merged", "independent")
+TIMESTAMP_BY = ("event_time", "arrival_time")
 
 
 class PolicyError(ValueError):
@@ -80,6 +81,15 @@ class Window:
 
 @dataclass(frozen=True)
 class Policy:
+    """`timestamp_by: arrival_time` (Azure Stream Analytics without `TIMESTAMP BY`): every event's time is its
+    arrival time. The event-time column is then not read at all, so an event whose `event_time` is null or
+    unparseable is *not* quarantined (a `duplicate` still is: that is the event's identity, not its time); the
+    early, late and out-of-order checks never fire (their tolerances and actions are ignored), and the watermark
+    is the latest arrival of the partition (events and clock rows) minus `out_of_order_tolerance`. It cannot be
+    combined with a punctuated watermark (refused: the spec fixes the watermark for this mode); with
+    `substream_by` every key of a partition has the partition's arrival watermark."""
+
+    timestamp_by: str = "event_time"
     early_arrival_tolerance: int | None = 5 * 60_000_000
     early_arrival_action: str = "drop"
     late_arrival_tolerance: int | None = 5_000_000
@@ -94,6 +104,12 @@ class Policy:
     allowed_lateness: int = 0
     idle_timeout: int | None = None
     flush_at_end: bool = True
+
+    def __post_init__(self):
+        if self.by_arrival and isinstance(self.watermark, Punctuated):
+            raise PolicyError("timestamp_by: 'arrival_time' cannot be combined with watermark strategy 'punctuated': "
+                              "with arrival_time the watermark is the latest arrival minus out_of_order_tolerance; "
+                              "use watermark: {strategy: bounded} or timestamp_by: event_time")
 
     @classmethod
     def from_dict(cls, raw: dict | None) -> "Policy":
@@ -123,6 +139,11 @@ class Policy:
             raise PolicyError(f"{path}: {e}") from None
 
     @property
+    def by_arrival(self) -> bool:
+        """Each event's time is its arrival time (`timestamp_by: arrival_time`)."""
+        return self.timestamp_by == "arrival_time"
+
+    @property
     def independent(self) -> bool:
         return self.partitions == "independent"
 
@@ -131,9 +152,12 @@ class Policy:
         return isinstance(self.watermark, Punctuated)
 
     def to_dict(self) -> dict:
-        """The policy in the spec's YAML shape, every field explicit (a canonical form for hashing and logs)."""
+        """The policy in the spec's YAML shape, every field explicit (a canonical form for hashing and logs),
+        except `timestamp_by`, which appears only when it is not its default: a policy written before the field
+        existed keeps its canonical form, so its hash (runner.policy_hash) and checkpoints stay valid."""
         dur = lambda v: None if v is None else format_duration(v)  # noqa: E731
-        return {
+        out: dict[str, Any] = {} if self.timestamp_by == "event_time" else {"timestamp_by": self.timestamp_by}
+        return out | {
             "early_arrival_tolerance": dur(self.early_arrival_tolerance),
             "early_arrival_action": self.early_arrival_action,
             "late_arrival_tolerance": dur(self.late_arrival_tolerance),
@@ -256,6 +280,7 @@ def _build(raw: dict) -> Policy:
     if substream is not None and substream not in SUBSTREAM_COLUMNS:
         raise PolicyError(f"substream_by: {substream!r} is not a journal column; use one of {', '.join(SUBSTREAM_COLUMNS)} or null")
     return Policy(
+        timestamp_by=_choice(raw, "timestamp_by", TIMESTAMP_BY),
         early_arrival_tolerance=_duration(raw, "early_arrival_tolerance", nullable=True),
         early_arrival_action=_choice(raw, "early_arrival_action", EARLY_ACTIONS),
         late_arrival_tolerance=_duration(raw, "late_arrival_tolerance", nullable=True),

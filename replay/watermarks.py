@@ -112,7 +112,7 @@ def decide(rows: DataFrame, policy: Policy, state: State | None = None,
     source when known up front (else those with rows). None when there are no rows."""
     state = state or State()
     rows = rows.withColumn("chunk", chunk_column())
-    if policy.punctuated:
+    if policy.punctuated:  # never with timestamp_by: arrival_time (the policy refuses it)
         return _punctuated(arrival_checks(rows, policy), policy, state, partitions)
     return _bounded(rows, policy, state, partitions)
 
@@ -130,8 +130,11 @@ def _by_partition(values: dict, default) -> Column:
 
 
 def _contributions(rows: DataFrame, policy: Policy) -> DataFrame:
-    """The arrival checks, and the two terms of the bounded watermark: arrival - L, and t - O of events."""
-    L, O = policy.late_arrival_tolerance, policy.out_of_order_tolerance
+    """The arrival checks, and the two terms of the bounded watermark: arrival - L, and t - O of events.
+    With `timestamp_by: arrival_time` the floor is arrival - O: the watermark is the latest arrival of the
+    partition (events and clocks) minus O, and the event term (t - O = arrival - O) never exceeds it."""
+    O = policy.out_of_order_tolerance
+    L = O if policy.by_arrival else policy.late_arrival_tolerance
     floor = F.lit(NEG) if L is None else F.col("arrival") - L
     checked = arrival_checks(rows, policy)
     return checked.withColumn("floor_c", floor).withColumn("event_c", F.when(F.col("passed"), F.col("t") - O))

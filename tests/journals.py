@@ -66,6 +66,7 @@ def policies(draw):
         "partitions": st.sampled_from(["merged", "independent"]),
         "watermark": watermarks(),
         "window": windows(),
+        "timestamp_by": st.sampled_from(["event_time", "event_time", "arrival_time"]),
         "group_by_key": st.booleans(),
         "allowed_lateness": SMALL,
         "idle_timeout": st.sampled_from([None, "1s", "2s", "5s"]),
@@ -78,6 +79,8 @@ def policies(draw):
             policy[name] = value
     if policy.get("watermark") is None:
         policy.pop("watermark", None)
+    if policy.get("timestamp_by") == "arrival_time" and policy.get("watermark", {}).get("strategy") == "punctuated":
+        policy["watermark"] = {"strategy": "bounded"}  # arrival time fixes the watermark: punctuated is refused
     return policy
 
 

@@ -14,6 +14,7 @@ NEG = -math.inf
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 UNITS = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
 DEFAULTS = {  # §2
+    "timestamp_by": "event_time",
     "early_arrival_tolerance": "5m", "early_arrival_action": "drop",
     "late_arrival_tolerance": "5s", "late_arrival_action": "adjust",
     "out_of_order_tolerance": "0s", "out_of_order_action": "adjust",
@@ -58,6 +59,7 @@ class Policy:
 
     def __init__(self, raw: dict):
         p = {**DEFAULTS, **raw}
+        self.by_arrival = p["timestamp_by"] == "arrival_time"
         self.E, self.L = duration(p["early_arrival_tolerance"]), duration(p["late_arrival_tolerance"])
         if p["out_of_order_tolerance"] is None:
             raise ValueError("out_of_order_tolerance cannot be null (the spec only lets E and L be null)")
@@ -66,6 +68,8 @@ class Policy:
         self.substream_by, self.independent = p["substream_by"], p["partitions"] == "independent"
         wm = p["watermark"] or {"strategy": "bounded"}
         self.punctuated = wm.get("strategy", "bounded") == "punctuated"
+        if self.by_arrival and self.punctuated:
+            raise ValueError("timestamp_by: arrival_time fixes the watermark (latest arrival - O); not punctuated")
         self.every_events, self.every = wm.get("every_events"), duration(wm.get("every"))
         self.delay = duration(wm.get("delay", "0s"))
         w = p["window"]
@@ -169,8 +173,11 @@ class Replay:
         return max(w, self.raised.get(out, NEG))
 
     def advance_floor(self, p, arrival):
-        """Every row of a partition, event or clock, lifts its floor to arrival - L (bounded, L set)."""
-        if self.pol.L is not None and not self.pol.punctuated:
+        """Every row of a partition, event or clock, lifts its floor to arrival - L (bounded, L set); by
+        arrival time to arrival - O (§2: the watermark is the latest arrival minus O)."""
+        if self.pol.by_arrival:
+            self.floor[p] = max(self.floor.get(p, NEG), arrival - self.pol.O)
+        elif self.pol.L is not None and not self.pol.punctuated:
             self.floor[p] = max(self.floor.get(p, NEG), arrival - self.pol.L)
 
     def punctuate(self, p, t3):
@@ -264,7 +271,10 @@ class Replay:
         identity = (row["partition"], row["offset"])
         duplicate = identity in self.identities
         self.identities.add(identity)
-        if duplicate or t is None:  # a duplicate (the first copy wins), then an invalid event time: quarantined
+        if self.pol.by_arrival and not duplicate:  # §2: the time is the arrival; steps 2-4 never fire
+            t, adjusted = arrival, False
+            self.event_term[scope] = max(self.event_term.get(scope, NEG), t - self.pol.O)
+        elif duplicate or t is None:  # a duplicate (the first copy wins), then an invalid event time: quarantined
             reasons.append("duplicate" if duplicate else "invalid_event_time")
             t, adjusted = None, False
         else:

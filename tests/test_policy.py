@@ -63,6 +63,8 @@ BAD_FIELDS = [
     ("substream_by_not_a_column", {"substream_by": "region"}, "substream_by", "region"),
     ("group_by_key_not_bool", {"group_by_key": "yes"}, "group_by_key", "yes"),
     ("flush_at_end_not_bool", {"flush_at_end": 1}, "flush_at_end", "1"),
+    ("unknown_timestamp_by", {"timestamp_by": "ingest_time"}, "timestamp_by", "ingest_time"),
+    ("timestamp_by_null", {"timestamp_by": None}, "timestamp_by", "None"),
 ]
 
 
@@ -210,3 +212,69 @@ def test_negative_punctuation_delay_is_accepted():
     p = Policy.from_dict({"watermark": {"strategy": "punctuated", "every_events": 1, "delay": "-1us"}})
     assert p.watermark == Punctuated(every_events=1, every=None, delay=-1)
     assert p.to_dict()["watermark"] == {"strategy": "punctuated", "every_events": 1, "delay": "-1us"}
+
+
+def test_timestamp_by_defaults_to_event_time():
+    assert Policy().timestamp_by == "event_time"
+    assert Policy.from_dict({}).timestamp_by == "event_time"
+    assert not Policy().by_arrival
+
+
+def test_timestamp_by_arrival_time_is_accepted():
+    p = Policy.from_dict({"timestamp_by": "arrival_time"})
+    assert p.timestamp_by == "arrival_time" and p.by_arrival
+
+
+def test_timestamp_by_event_time_is_left_out_of_to_dict_so_existing_policy_hashes_stay():
+    from replay.runner import policy_hash
+
+    explicit = Policy.from_dict({"timestamp_by": "event_time", "window": {"kind": "tumbling", "size": "1m"}})
+    assert "timestamp_by" not in explicit.to_dict()
+    assert explicit.to_dict() == Policy.from_dict({"window": {"kind": "tumbling", "size": "1m"}}).to_dict()
+    assert policy_hash(Policy()) == "e7b91c11c077a7d7"  # the defaults' hash before timestamp_by existed
+
+
+def test_timestamp_by_arrival_time_is_in_to_dict_and_changes_the_policy_hash():
+    from replay.runner import policy_hash
+
+    p = Policy.from_dict({"timestamp_by": "arrival_time"})
+    assert p.to_dict() == {"timestamp_by": "arrival_time", **SPEC_DEFAULTS}
+    assert policy_hash(p) != policy_hash(Policy())
+
+
+def test_timestamp_by_arrival_time_round_trips_through_yaml(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text("timestamp_by: arrival_time\nout_of_order_tolerance: 10s\n")
+    p = Policy.from_yaml(path)
+    assert p.by_arrival and p.out_of_order_tolerance == 10_000_000
+    again = tmp_path / "again.yaml"
+    again.write_text(yaml.safe_dump(p.to_dict()))
+    assert Policy.from_yaml(again) == p
+
+
+def test_timestamp_by_arrival_time_with_a_punctuated_watermark_is_refused_naming_both():
+    with pytest.raises(PolicyError) as info:
+        Policy.from_dict({"timestamp_by": "arrival_time",
+                          "watermark": {"strategy": "punctuated", "every_events": 1}})
+    message = str(info.value)
+    assert "timestamp_by" in message and "arrival_time" in message and "punctuated" in message, message
+
+
+def test_timestamp_by_arrival_time_with_a_punctuated_watermark_is_refused_when_built_directly():
+    with pytest.raises(PolicyError):
+        Policy(timestamp_by="arrival_time", watermark=Punctuated(every_events=1))
+
+
+def test_timestamp_by_arrival_time_in_a_yaml_file_with_a_punctuated_watermark_names_the_file(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text("timestamp_by: arrival_time\nwatermark: {strategy: punctuated, every: 30s}\n")
+    with pytest.raises(PolicyError) as info:
+        Policy.from_yaml(path)
+    message = str(info.value)
+    assert str(path) in message and "timestamp_by" in message and "punctuated" in message, message
+
+
+def test_timestamp_by_arrival_time_keeps_the_arrival_tolerances_it_ignores():
+    p = Policy.from_dict({"timestamp_by": "arrival_time", "late_arrival_tolerance": "1s",
+                          "substream_by": "key", "partitions": "independent"})
+    assert p.late_arrival_tolerance == 1_000_000 and p.substream_by == "key" and p.independent
