@@ -82,6 +82,9 @@ def check(spark: SparkSession, job: Job) -> None:
             if kind in ORDER_DEPENDENT:
                 raise JobError(f"{job.describe()}: aggregates.{name}: {expr!r} uses {kind}, whose result depends on the "
                                "order of rows; use an order-free aggregate (min, max, max_by, percentile, ...)")
+            if kind in ("MaxBy", "MinBy") and not _reads(_children(node)[1], "seq"):
+                raise JobError(f"{job.describe()}: aggregates.{name}: {expr!r} picks any one of rows that tie on "
+                               "the ordering; break ties by seq, e.g. max_by(x, struct(y, -seq)) keeps the earliest")
             if kind in SUMMING and any(_type(c) in FLOATING for c in _children(node)):
                 raise JobError(f"{job.describe()}: aggregates.{name}: {expr!r} adds floating-point values, whose "
                                "sum depends on the order of additions; make the field exact, e.g. "
@@ -117,6 +120,11 @@ def _nodes(node):
     yield node
     for child in _children(node):
         yield from _nodes(child)
+
+
+def _reads(node, column: str) -> bool:
+    """The expression reads the column (an attribute of that name somewhere in it)."""
+    return any(n.getClass().getSimpleName() == "AttributeReference" and n.name() == column for n in _nodes(node))
 
 
 def _type(node) -> str:

@@ -172,8 +172,7 @@ def job_windows(decisions: DataFrame, kept: DataFrame, policy: Policy, grouping:
 
     Any aggregate is allowed, so a window's state is its members: the open windows of `state` hold them
     (scope, k and the member's columns), and `WindowResults.open` gives them on to the next batch.
-    Members are aggregated in one task per group, in `seq` order, so an aggregate that keeps the first of
-    equals (max_by, min_by) always keeps the same row, whatever the shuffle partitions or batches."""
+    Aggregates whose result could depend on row order are refused when the job is loaded (`job_sql.check`)."""
     w = policy.window
     state = state or State()
     closes = close_points(decisions, policy, state).persist()
@@ -194,9 +193,9 @@ def job_windows(decisions: DataFrame, kept: DataFrame, policy: Policy, grouping:
         held = held.unionByName(state.windows)
     held = held.join(F.broadcast(closes), ["scope", "k"], "left")
     groups = ["scope", *grouping, "k"]
-    ordered = (held if flush else held.where(F.col("close_seq").isNotNull())).repartition(*groups)
+    ordered = held if flush else held.where(F.col("close_seq").isNotNull())
     # close_seq is one value per (scope, k): a grouping column, not an aggregate
-    counted = ordered.sortWithinPartitions("seq").groupBy(*groups, "close_seq").agg(
+    counted = ordered.groupBy(*groups, "close_seq").agg(
         *[F.expr(e).alias(n) for n, e in aggregates])
     start = window_start(F.col("k"), w)
     windows = counted.select(

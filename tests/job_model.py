@@ -40,14 +40,6 @@ def _avg(values, scale=6):
     return (sum(xs) / Decimal(len(xs))).quantize(Decimal(1).scaleb(-scale), ROUND_HALF_UP) if xs else None
 
 
-def _max_by(members, value, order):
-    best = None
-    for m in members:  # in seq order: the first of equals wins
-        if m[order] is not None and (best is None or m[order] > best[order]):
-            best = m
-    return None if best is None else best[value]
-
-
 AGGREGATES = {
     "count(*)": lambda ms: len(ms),
     "avg(temperature)": lambda ms: _avg([m["temperature"] for m in ms]),
@@ -55,7 +47,9 @@ AGGREGATES = {
     "percentile(pressure, 0.95)": lambda ms: percentile([m["pressure"] for m in ms], 0.95),
     "count_if(status = 'alarm')": lambda ms: sum(1 for m in ms if m["status"] == "alarm"),
     "count(distinct device)": lambda ms: len({m["device"] for m in ms if m["device"] is not None}),
-    "max_by(device, temperature)": lambda ms: _max_by(ms, "device", "temperature"),
+    # struct ordering: a null field sorts first; equal temperatures: the greatest -seq, the earliest reading
+    "max_by(device, struct(temperature, -seq))": lambda ms: max(
+        ms, key=lambda m: (m["temperature"] is not None, m["temperature"] or 0, -m["seq"]))["device"],
 }
 FILTERS = {"status <> 'test'": lambda m: m["status"] is not None and m["status"] != "test"}
 

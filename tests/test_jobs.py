@@ -90,8 +90,9 @@ def test_a_job_file_naming_a_missing_source_is_refused_naming_the_file(tmp_path)
     ({"t": "payload:t::double"}, {"x": "avg(t)"}, r"aggregates\.x: 'avg\(t\)' adds floating-point values"),
     ({"t": "payload:t::decimal(6,2)"}, {"x": "sum(t) + rand()"}, r"aggregates\.x: .* is not deterministic \(rand\)"),
     ({"t": "payload:t::nosuchtype"}, {"n": "count(*)"}, r"job hot: fields\.t: 'payload:t::nosuchtype'"),
+    ({"t": "payload:t::decimal(6,2)", "d": "payload:d::string"}, {"x": "max_by(d, t)"}, r"aggregates\.x: .max_by\(d, t\). picks any one of rows that tie"),
     ({"t": "payload:t::decimal(6,2)"}, {"x": "max(nosuch)"}, r"job hot: aggregates\.x: 'max\(nosuch\)'"),
-], ids=["uuid-field", "first", "collect_list", "double-avg", "rand", "bad-type", "unknown-column"])
+], ids=["uuid-field", "first", "collect_list", "double-avg", "rand", "bad-type", "max_by-ties", "unknown-column"])
 def test_an_expression_that_could_differ_between_runs_or_does_not_type_is_refused_at_load(spark, fields, aggregates,
                                                                                           refused):
     with pytest.raises(JobError, match=refused):
@@ -134,7 +135,7 @@ def test_a_journal_written_without_payloads_is_refused_with_how_to_reingest(spar
     old = journal.from_rows(spark, [reading(0)]).drop("payload").selectExpr("*", "cast(null as string) as payload")
     default_store().write(old.select(*journal.names()), journal.journal_path(lake))
     job = Job.define("hot", POLICY, fields={"t": "payload:temperature::decimal(6,2)"})
-    with pytest.raises(ValueError, match="written before events were journaled whole .* replay ingest"):
+    with pytest.raises(ValueError, match="written before events were journaled whole .*`replay ingest"):
         runner.run(spark, lake, job.policy, job=job)
 
 
