@@ -25,7 +25,7 @@ def journal(context: dg.AssetExecutionContext, retrace: RetraceResource) -> dg.M
     from replay import journal as journal_table
 
     spark = retrace.spark()
-    r = journal_table.ingest(spark, retrace.landing, retrace.lake)
+    r = journal_table.ingest(spark, retrace.landing, retrace.lake, fields=retrace.source_fields())
     for change in r.changed:  # journaled landing files are immutable: a change is reported, never re-read
         context.log.warning(change.line())
     window = context.partition_time_window

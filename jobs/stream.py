@@ -321,6 +321,8 @@ class Consumer:
 
     def catch_up(self, live: "LiveJob") -> None:
         """Decide the journal rows after this job's checkpoint, committing its outputs."""
+        if not live.store.exists(journal.journal_path(live.lake)):
+            return
         rows = live.store.read(live.spark, journal.journal_path(live.lake)).where(F.col("seq") > self.cp.state.seq)
         decisions = output_path(self.root, live.target, "decisions")
         meta = commit_metadata(live.spark, decisions) if live.store.exists(decisions) else None

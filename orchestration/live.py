@@ -32,10 +32,11 @@ def live_micro_batches(context: dg.OpExecutionContext, config: LiveSource, retra
         result = run_kafka_stream(retrace.spark(), config.kafka_bootstrap, config.topic, retrace.lake,
                                   retrace.policy(), trust_create_time=config.trust_create_time,
                                   max_records_per_batch=config.max_records_per_batch or None, until_idle=True,
-                                  clock="system")
+                                  clock="system", jobs=retrace.source_jobs(), fields=retrace.source_fields())
     else:
         result = run_stream(retrace.spark(), retrace.landing, retrace.lake, retrace.policy(), max_batches=None,
-                            until_idle=True, clock="system", partitions=retrace.partitions)
+                            until_idle=True, clock="system", partitions=retrace.partitions,
+                            jobs=retrace.source_jobs(), fields=retrace.source_fields())
     summary = dataclasses.asdict(result)
     yield dg.Output(None, metadata={"summary": dg.MetadataValue.json(_plain(summary))})
 

@@ -9,7 +9,7 @@ from jobs.demo import DEFAULT_POLICY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {"lake": "RETRACE_LAKE", "landing": "RETRACE_LANDING", "policy_file": "RETRACE_POLICY",
-       "spark_conf_file": "RETRACE_SPARK_CONF", "partitions": "RETRACE_PARTITIONS"}
+       "spark_conf_file": "RETRACE_SPARK_CONF", "partitions": "RETRACE_PARTITIONS", "source": "RETRACE_SOURCE"}
 
 
 class RetraceResource(dg.ConfigurableResource):
@@ -20,6 +20,7 @@ class RetraceResource(dg.ConfigurableResource):
     policy_file: str = DEFAULT_POLICY
     spark_conf_file: str = ""  # a spark-defaults style file (e.g. infra/spark/cluster.conf); empty = local
     partitions: int = 8  # the landing source's partition count, for the live job (the generator makes 8)
+    source: str = ""  # the landing's source in the jobs folder (its payload fields; the live job runs its jobs)
 
     @classmethod
     def from_env(cls, environ=None) -> "RetraceResource":
@@ -32,6 +33,29 @@ class RetraceResource(dg.ConfigurableResource):
         from replay.spark import get_spark
 
         return get_spark("retrace-dagster", conf=spark_conf(self.spark_conf_file) if self.spark_conf_file else None)
+
+    def source_fields(self):
+        """Which payload fields hold the event time and the key: the source's, else the spec's names."""
+        from replay.journal import SourceFields
+
+        if not self.source:
+            return SourceFields()
+        src = self._catalog().sources.get(self.source)
+        if src is None:
+            raise ValueError(f"RETRACE_SOURCE: {self.source!r} is not a source of the jobs folder")
+        return SourceFields(src.event_time_field, src.key_field)
+
+    def source_jobs(self) -> tuple:
+        """The jobs of the jobs folder that read the landing's source (the live job runs them all)."""
+        if not self.source:
+            return ()
+        return tuple(j for _, j in sorted(self._catalog().jobs.items()) if j.source == self.source)
+
+    def _catalog(self):
+        from jobs.catalog import folder
+        from replay.jobs import load_folder
+
+        return load_folder(folder())
 
     def policy(self, override: dict | None = None):
         """The production policy, or a what-if policy: the file's fields updated with `override`."""

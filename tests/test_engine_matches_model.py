@@ -1,4 +1,5 @@
-"""The Spark replay engine agrees with the pure-Python reference model on random journals and policies."""
+"""The Spark replay engine agrees with the pure-Python reference model on random journals and policies (the
+engine alone: the conformance cases take the same engine through `replay run` and its Delta tables)."""
 from __future__ import annotations
 
 import copy
@@ -6,7 +7,7 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 
-from replay.conformance import run_case
+from replay.conformance import engine_case
 from replay.compare import diff
 from tests.examples import examples
 from tests.journals import journals, policies
@@ -23,6 +24,6 @@ from tests.model import run_model
 def test_engine_matches_model(spark, policy, journal):
     case = {"name": "random", "policy": policy, "journal": journal}
     expected = run_model(copy.deepcopy(policy), copy.deepcopy(journal))
-    actual = run_case(spark, copy.deepcopy(case))
+    actual = engine_case(spark, copy.deepcopy(case))
     problems = diff(expected, actual)
     assert problems == [], "engine differs from model:\n" + "\n".join(problems) + "\ncase: " + json.dumps(case)
