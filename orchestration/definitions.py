@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets.checks import CHECKS
+from assets.checks import CHECKS, job_checks
 from assets.job_assets import job_outputs
 from assets.journal import journal
 from assets.outputs import replay_outputs
@@ -29,7 +29,7 @@ JOBS = list(load_folder(folder()).jobs.values())  # a JobError here names the fi
 
 defs = dg.Definitions(
     assets=[journal, replay_outputs, *(job_outputs(job) for job in JOBS)],
-    asset_checks=CHECKS,
+    asset_checks=[*CHECKS, *(check for job in JOBS for check in job_checks(job))],
     jobs=[live_job, recovery_job, maintenance_job],
     schedules=[recovery_schedule, maintenance_schedule],
     sensors=[landing_sensor, *SENSORS],

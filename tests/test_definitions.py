@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from assets.checks import CHECKS
+from assets.checks import CHECKS, JOB_CHECKS
 from assets.partitions import HOURLY
 from jobs.catalog import DEFAULT_FOLDER
 from orchestration.alerting import RESOURCES, SENSORS
@@ -96,9 +96,12 @@ def test_a_broken_job_file_fails_the_code_location_naming_the_file(tmp_path, mon
 
 def test_the_checks_are_those_of_assets_checks_on_retrace_assets():
     keys = set(_graph().asset_check_keys)
-    expected = {k for c in CHECKS for k in c.check_keys}
-    assert keys == expected
-    assert {k.asset_key.to_user_string() for k in keys} <= ASSETS
+    spec = {k for c in CHECKS for k in c.check_keys}
+    assert {k.asset_key.to_user_string() for k in spec} <= ASSETS
+    per_job = {(job, table, check) for job in JOBS for table, check, _, _ in JOB_CHECKS}
+    assert {(*k.asset_key.path, k.name) for k in keys - spec} == per_job
+    assert {check for _, check, _, _ in JOB_CHECKS} == \
+        {"late_events", "windows_emitted_once", "window_rows_unique", "dead_letters_match", "watermark_delay"}
 
 
 def test_jobs_schedules_and_sensors():
