@@ -21,17 +21,18 @@ from jobs.catalog import folder
 from orchestration.alerting import RESOURCES, SENSORS
 from orchestration.live import landing_sensor, live_job
 from orchestration.maintenance import maintenance_job, maintenance_schedule
-from orchestration.recovery import recovery_job, recovery_schedule
+from orchestration.recovery import job_recovery, recovery_job, recovery_schedule
 from orchestration.resources import RetraceResource
 from replay.jobs import load_folder
 
 JOBS = list(load_folder(folder()).jobs.values())  # a JobError here names the file: the location fails with it
+RECOVERIES = [job_recovery(job) for job in JOBS]
 
 defs = dg.Definitions(
     assets=[journal, replay_outputs, *(job_outputs(job) for job in JOBS)],
     asset_checks=[*CHECKS, *(check for job in JOBS for check in job_checks(job))],
-    jobs=[live_job, recovery_job, maintenance_job],
-    schedules=[recovery_schedule, maintenance_schedule],
+    jobs=[live_job, recovery_job, maintenance_job, *(r.job for r in RECOVERIES)],
+    schedules=[recovery_schedule, maintenance_schedule, *(r.schedule for r in RECOVERIES)],
     sensors=[landing_sensor, *SENSORS],
     resources={"retrace": RetraceResource.from_env(), **RESOURCES},
     # one Spark session per run: steps run in the run's process, not one process (and JVM) per step

@@ -7,6 +7,7 @@ import os
 import runpy
 import subprocess
 import sys
+from datetime import datetime, timezone
 
 import dagster as dg
 import pytest
@@ -106,14 +107,31 @@ def test_the_checks_are_those_of_assets_checks_on_retrace_assets():
 
 def test_jobs_schedules_and_sensors():
     repo = defs.get_repository_def()
-    assert {"live", "recovery", "maintenance"} <= {j.name for j in repo.get_all_jobs()}
-    assert {s.name: s.job_name for s in repo.schedule_defs} == {"recovery_schedule": "recovery",
-                                                                "maintenance_schedule": "maintenance"}
+    assert {"live", "recovery", "maintenance", *(f"{job}_recovery" for job in JOBS)} <= \
+        {j.name for j in repo.get_all_jobs()}
+    assert {s.name: s.job_name for s in repo.schedule_defs} == {
+        "recovery_schedule": "recovery", "maintenance_schedule": "maintenance",
+        **{f"{job}_recovery_schedule": f"{job}_recovery" for job in JOBS}}
     sensors = {s.name for s in repo.sensor_defs}
     assert sensors == {"landing_sensor", *(s.name for s in SENSORS)}
     assert repo.get_sensor_def("landing_sensor").job_name == "live"
     schedule = repo.get_schedule_def("recovery_schedule")
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+
+
+def test_each_job_is_recovered_daily_by_its_own_recovery_job():
+    repo = defs.get_repository_def()
+    tick = datetime(2024, 3, 5, 0, 30, tzinfo=timezone.utc)
+    for job in JOBS:
+        recovery = repo.get_job(f"{job}_recovery")
+        assert [n.name for n in recovery.nodes] == [f"{job}_recover_recent_hours"]
+        assert recovery.tags["retrace/job"] == job
+        schedule = repo.get_schedule_def(f"{job}_recovery_schedule")
+        assert (schedule.cron_schedule, schedule.execution_timezone) == ("30 0 * * *", "UTC")
+        with dg.build_schedule_context(scheduled_execution_time=tick) as context:
+            request = schedule.evaluate_tick(context).run_requests[0]
+        assert request.run_config == {"ops": {f"{job}_recover_recent_hours": {
+            "config": {"end": "2024-03-05T00:00:00Z", "hours": 24}}}}
 
 
 def test_resources_are_retrace_and_the_alert_resources():
