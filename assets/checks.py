@@ -2,6 +2,10 @@
 of the run that materialized the outputs (its partition time window; the whole target when the run
 has no partition), with configurable thresholds and severities; the counts go into check metadata.
 
+`CHECKS` are the spec's job's; `job_checks(job)` makes those that hold for any job of the jobs folder on its
+assets `[<job>, ...]`: late events, windows emitted once, window rows unique, dead letters match and
+watermark delay (not conservation: a job's filter keeps kept events out of its windows).
+
 No `from __future__ import annotations` here: Dagster reads the config classes from the annotations.
 """
 import json
@@ -12,6 +16,7 @@ import dagster as dg
 from assets import quality
 from assets.partitions import HOURLY
 from assets.quality_tables import Target
+from replay.jobs import Job
 from orchestration.alerts import RANGE_TAGS, partition_label
 from orchestration.resources import RetraceResource
 
@@ -91,13 +96,21 @@ def _window(context) -> tuple[Optional[str], Optional[str]]:
                 HOURLY.time_window_for_partition_key(last).end.isoformat())
 
 
-def _evaluate(context, config: CheckConfig, retrace: RetraceResource, check: str, **kwargs) -> dg.AssetCheckResult:
+def _evaluate(context, config: CheckConfig, retrace: RetraceResource, check: str, job: Optional[Job] = None,
+              **kwargs) -> dg.AssetCheckResult:
+    """Run validation `check` on the target of this run's replay: the spec's job's, or `job`'s."""
+    from assets.job_assets import with_override
+
     severity = _severity(config)
     replay = _replay_op_config(context)
     target = config.target or replay.get("target") or "production"
     override = replay.get("policy_override") if isinstance(replay.get("policy_override"), dict) else None
     start, end = _window(context)
-    t = Target(retrace.spark(), retrace.lake, target, retrace.policy(override), start, end)
+    if job is None:
+        t = Target(retrace.spark(), retrace.lake, target, retrace.policy(override), start, end)
+    else:
+        this = with_override(job, override)
+        t = Target(retrace.spark(), retrace.lake, target, this.policy, start, end, job=this)
     outcome = quality.VALIDATIONS[check](t, **kwargs)
     partition = partition_label(context.run.tags)
     metadata: dict = {k: (dg.MetadataValue.float(float(v)) if isinstance(v, float) else dg.MetadataValue.int(int(v)))
@@ -105,6 +118,7 @@ def _evaluate(context, config: CheckConfig, retrace: RetraceResource, check: str
     metadata.update({
         "partition": dg.MetadataValue.text(partition),
         "target": dg.MetadataValue.text(target),
+        **({"job": dg.MetadataValue.text(job.name)} if job is not None else {}),
         "range": dg.MetadataValue.text(f"[{start or '-inf'}, {end or '+inf'})"),
         "applicable": dg.MetadataValue.bool(outcome.applicable),
     })
@@ -115,7 +129,7 @@ def _evaluate(context, config: CheckConfig, retrace: RetraceResource, check: str
     if outcome.docs:
         metadata["data_docs"] = dg.MetadataValue.path(outcome.docs)
     description = "; ".join(outcome.failures) if not outcome.passed else f"{check} passed"
-    context.log.info(f"{check} on {target} {partition}: {'passed' if outcome.passed else description}")
+    context.log.info(f"{check} on {t.label} {partition}: {'passed' if outcome.passed else description}")
     return dg.AssetCheckResult(passed=outcome.passed, severity=severity, metadata=metadata,
                                description=description[:2000])
 
@@ -164,3 +178,36 @@ def watermark_delay(context: dg.AssetCheckExecutionContext, config: WatermarkDel
 
 
 CHECKS = [late_events, conservation, windows_emitted_once, window_rows_unique, dead_letters_match, watermark_delay]
+
+
+# The checks that hold for any job: (asset table, check, its config, description).
+JOB_CHECKS = (
+    ("metrics", "late_events", LateEventsConfig,
+     "Early, late, out-of-order, dropped events and dead letters per hour within thresholds"),
+    ("windows", "windows_emitted_once", CheckConfig,
+     "Every (window, group) with counted events closed in range is emitted once, with its count(*) aggregate"),
+    ("windows", "window_rows_unique", CheckConfig, "No (window, group) has two rows"),
+    ("dead_letters", "dead_letters_match", CheckConfig,
+     "Dropped and quarantined events are dead letters with their reason, once"),
+    ("watermarks", "watermark_delay", WatermarkDelayConfig, "Arrival - output watermark within a bound, every hour"),
+)
+
+
+def job_checks(job: Job) -> list[dg.AssetChecksDefinition]:
+    """The checks of `JOB_CHECKS` on the assets `[<job>, <table>]` of a job of the jobs folder, over its
+    tables in LAKE/jobs/<job>/outputs/<target>/ and its policy (with the run's policy_override)."""
+    return [_job_check(job, table, check, config_type, description)
+            for table, check, config_type, description in JOB_CHECKS]
+
+
+def _job_check(job: Job, table: str, check: str, config_type: type, description: str) -> dg.AssetChecksDefinition:
+    with_thresholds = config_type is not CheckConfig
+
+    @dg.asset_check(asset=dg.AssetKey([job.name, table]), name=check,
+                    description=f"{description} (job {job.name})")
+    def _check(context: dg.AssetCheckExecutionContext, config: config_type,  # the class, read by Dagster
+               retrace: RetraceResource) -> dg.AssetCheckResult:
+        extra = {"thresholds": _thresholds(config)} if with_thresholds else {}
+        return _evaluate(context, config, retrace, check, job=job, **extra)
+
+    return _check

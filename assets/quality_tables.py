@@ -7,6 +7,10 @@ membership is *windowed* when a row of the windows table for that window was emi
 event's row (`seq <= emitted_at`, or flushed: `emitted_at` null), once per such row. A membership with no
 row is *open* while its window is still open at the end of the target (not closed by the last output
 watermark and not flushed); any other membership without a row is unaccounted for.
+
+A user's job (`Target.job`) has its tables under LAKE/jobs/<job>/ (`replay.jobs.job_root`); its windows are
+identified by (window_start, its grouping columns, partition), and its members are its decided events
+after its `where` and `transform` (`replay.job_sql.decided_events`).
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from pyspark.sql import functions as F
 
 from replay import journal as journal_table
 from replay.durations import parse_instant
+from replay.jobs import Job, job_root
 from replay.policy import Policy
 from replay.runner import check_target, output_path, seq_bounds
 from replay.store import TableStore, default_store
@@ -27,12 +32,14 @@ LOST = ("dropped", "quarantined")
 EVENT_REASONS = ("early", "late", "out_of_order", "invalid_event_time")
 HOUR_US = 3_600_000_000
 WINDOW_ID = ("window_start", "key", "partition")
+COUNTS = ("count(*)", "count(1)")  # a job's aggregate that counts a window's members
 
 
 @dataclass(frozen=True)
 class Target:
     """One target's output tables and journal, and the arrival range [start, end) under check (ISO
-    instants; None leaves that side open)."""
+    instants; None leaves that side open). `job`: a user's job (its tables under LAKE/jobs/<job>; `policy`
+    is then the job's, with any override applied)."""
 
     spark: SparkSession
     lake: str
@@ -41,6 +48,7 @@ class Target:
     start: str | None = None
     end: str | None = None
     store: TableStore | None = None
+    job: Job | None = None
 
     def __post_init__(self):
         check_target(self.target)
@@ -53,9 +61,37 @@ class Target:
         return (None if self.start is None else parse_instant(self.start, "start"),
                 None if self.end is None else parse_instant(self.end, "end"))
 
+    @property
+    def root(self) -> str:
+        """Where the target's outputs are: the lake for the spec's job, LAKE/jobs/<job> for a user's job."""
+        return job_root(self.lake, self.job)
+
+    @property
+    def custom(self) -> bool:
+        """A user's job with its own fields, filter, grouping or aggregates (not the spec's count and sum)."""
+        return self.job is not None and not self.job.is_spec
+
+    @property
+    def label(self) -> str:
+        """The target's name in reports and GX suites: `<job>.<target>` for a user's job."""
+        return self.target if self.job is None else f"{self.job.name}.{self.target}"
+
+    @property
+    def window_id(self) -> tuple[str, ...]:
+        """The columns that identify a row of the windows table."""
+        return ("window_start", *self.job.grouping, "partition") if self.custom else WINDOW_ID
+
+    @property
+    def count_column(self) -> str | None:
+        """The windows column holding each window's member count: `count` for the spec's job, a job's
+        `count(*)` aggregate (None when it has none)."""
+        if not self.custom:
+            return "count"
+        return next((n for n, e in self.job.aggregates if "".join(e.lower().split()) in COUNTS), None)
+
     def table(self, name: str) -> DataFrame:
         store = self.store or default_store()
-        path = output_path(self.lake, self.target, name)
+        path = output_path(self.root, self.target, name)
         if not store.exists(path):
             raise FileNotFoundError(f"target {self.target!r} has no {name} table at {path}; replay it first")
         return store.read(self.spark, path)
@@ -123,6 +159,8 @@ def watermark_delay(t: Target) -> DataFrame:
 def memberships(t: Target, decisions: DataFrame) -> DataFrame:
     """One row per (kept event, window holding its timestamp): seq, arrival_time, scope (its partition
     when independent, else -1), and the window's id as the windows table writes it."""
+    if t.custom:
+        return _job_memberships(t, decisions)
     p, w = t.policy, t.policy.window
     kept = decisions.where((F.col("kind") == "event") & F.col("action").isin(*KEPT) & F.col("timestamp").isNotNull())
     keys = t.journal().select("seq", "key")  # from the journal, not from the decisions being checked
@@ -142,6 +180,32 @@ def memberships(t: Target, decisions: DataFrame) -> DataFrame:
             F.timestamp_micros(start).alias("window_start"),
             F.timestamp_micros(start + F.lit(w.size)).alias("window_end"),
             F.col("w_key").alias("key"), F.col("w_partition").alias("partition"),
+        )
+    )
+
+
+def _job_memberships(t: Target, decisions: DataFrame) -> DataFrame:
+    """A user job's memberships: its decided events (the decisions table carries its fields) after its
+    `where` and `transform`, in every window holding their timestamp, with the job's grouping columns."""
+    from replay.job_sql import decided_events
+
+    p, w = t.policy, t.policy.window
+    groups = list(t.job.grouping)
+    lo, hi = window_range(F.unix_micros("timestamp"), w)
+    start = F.lit(w.offset) + F.col("k") * F.lit(w.hop)
+    return (
+        decided_events(decisions, t.job)
+        .select(
+            "seq", "arrival_time", *groups,
+            (F.col("partition") if p.independent else F.lit(-1)).alias("scope"),
+            (F.col("partition") if p.independent else F.lit(None).cast("int")).alias("w_partition"),
+            F.explode(F.when(lo <= hi, F.sequence(lo, hi)).otherwise(F.array().cast("array<bigint>"))).alias("k"),
+        )
+        .select(
+            "seq", "arrival_time", "scope",
+            F.timestamp_micros(start).alias("window_start"),
+            F.timestamp_micros(start + F.lit(w.size)).alias("window_end"),
+            *groups, F.col("w_partition").alias("partition"),
         )
     )
 
@@ -268,7 +332,7 @@ def window_tables(t: Target) -> WindowTables:
         if floor is not None:
             candidates = decisions.where(F.unix_micros("timestamp") >= F.lit(floor - lateness - w.size))
     counted = memberships(t, candidates).join(missed, ["seq", "window_start"], "left_anti")
-    expected = counted.groupBy("window_start", "window_end", "key", "partition", "scope").agg(
+    expected = counted.groupBy("window_start", "window_end", *t.window_id[1:], "scope").agg(
         F.count("*").alias("expected_count")).persist()  # read by every query of the check
     marks = (expected.join(scope_watermarks(t, decisions, lo, "wm_lo"), "scope", "left")
              .join(scope_watermarks(t, decisions, hi, "wm_hi"), "scope", "left"))

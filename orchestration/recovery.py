@@ -3,9 +3,14 @@
 One scratch replay covers the whole range (history before it still counts); its rows are compared with the
 target hour by hour of arrival, and each differing hour is replayed into the target (`runner.run` over
 that hour replaces exactly its rows). The diff before and the verification after go in the run's metadata.
+
+`recovery_job` and `recovery_schedule` recover the spec's job; `job_recovery(job)` makes the same job
+(`<job>_recovery`, op `<job>_recover_recent_hours`) and daily schedule (`<job>_recovery_schedule`) for a job
+of the jobs folder, verifying and repairing LAKE/jobs/<job>/outputs/<target>/.
 """
 
 import json
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
@@ -15,6 +20,7 @@ from pydantic import Field
 from assets.outputs import OUTPUTS
 from assets.partitions import HOURLY
 from orchestration.resources import RetraceResource
+from replay.jobs import Job
 
 HOUR = timedelta(hours=1)
 
@@ -49,26 +55,34 @@ def recovery_range(config: RecoveryConfig, now: datetime | None = None) -> tuple
 
 @dg.op(description="Verify the last hours of a target against a fresh replay and repair the hours that differ.")
 def recover_recent_hours(context: dg.OpExecutionContext, config: RecoveryConfig, retrace: RetraceResource):
+    yield from recover(context, config, retrace)
+
+
+def recover(context, config: RecoveryConfig, retrace: RetraceResource, job: Optional[Job] = None):
+    """The recovery op's work, for the spec's job or for `job` (its policy, its tables under LAKE/jobs/<job>)."""
     from replay.runner import check_target, run
     from replay.verify import verify
 
     target = check_target(config.target)
+    label = target if job is None else f"{job.name}/{target}"
     start, end = recovery_range(config)
-    spark, policy = retrace.spark(), retrace.policy()
-    before = verify(spark, retrace.lake, policy, start=start, end=end, target=target)
+    spark = retrace.spark()
+    policy = retrace.policy() if job is None else job.policy
+    before = verify(spark, retrace.lake, policy, start=start, end=end, target=target, job=job)
     context.log.info(before.text())
     repaired = []
     if config.repair:
         for hour in before.hours:
             hour_end = iso(datetime.fromisoformat(hour.replace("Z", "+00:00")) + HOUR)
-            context.log.info(f"repairing {target} for arrivals [{hour}, {hour_end})")
-            run(spark, retrace.lake, policy, target=target, start=hour, end=hour_end)
+            context.log.info(f"repairing {label} for arrivals [{hour}, {hour_end})")
+            run(spark, retrace.lake, policy, target=target, start=hour, end=hour_end, job=job)
             repaired.append(hour)
             if target == "production":
-                yield from _materializations(hour)
-    after = verify(spark, retrace.lake, policy, start=start, end=end, target=target) if repaired else before
+                yield from _materializations(hour, job)
+    after = verify(spark, retrace.lake, policy, start=start, end=end, target=target, job=job) if repaired else before
     metadata = {
         "from": start, "to": end, "target": target,
+        **({"job": job.name} if job is not None else {}),
         "differing_hours": dg.MetadataValue.json(before.hours),
         "repaired_hours": dg.MetadataValue.json(repaired),
         "diff": dg.MetadataValue.json(before.to_dict()),
@@ -80,18 +94,19 @@ def recover_recent_hours(context: dg.OpExecutionContext, config: RecoveryConfig,
         "retrace/differing_hours": str(len(before.hours)), "retrace/repaired_hours": str(len(repaired)),
         "retrace/verified": str(after.identical).lower()})
     if not after.identical:  # differences left (or not repaired): a failed run, which alerts
-        raise dg.Failure(description=f"{target} still differs after repair:\n{after.text()}", metadata=metadata)
+        raise dg.Failure(description=f"{label} still differs after repair:\n{after.text()}", metadata=metadata)
     yield dg.Output(json.dumps(before.to_dict()), metadata=metadata)
 
 
-def _materializations(hour: str):
+def _materializations(hour: str, job: Optional[Job] = None):
     """The repaired hour's partition of each output asset, so the asset graph shows the repair."""
     d = datetime.fromisoformat(hour.replace("Z", "+00:00"))
     if d < HOURLY.start:
         return
     key = d.strftime(HOURLY.fmt)
     for name in OUTPUTS:
-        yield dg.AssetMaterialization(asset_key=name, partition=key, metadata={"repaired_by": "recovery"})
+        asset = name if job is None else [job.name, name]
+        yield dg.AssetMaterialization(asset_key=asset, partition=key, metadata={"repaired_by": "recovery"})
 
 
 @dg.job(name="recovery", description="Verify the last 24 hours of production and repair the hours that differ.",
@@ -104,6 +119,43 @@ def recovery_job():
              default_status=dg.DefaultScheduleStatus.RUNNING,
              description="Daily at 00:30 UTC: verify and repair the 24 hours of arrivals before 00:00.")
 def recovery_schedule(context: dg.ScheduleEvaluationContext):
+    return _daily_request(context, "recover_recent_hours")
+
+
+def _daily_request(context: dg.ScheduleEvaluationContext, op: str) -> dg.RunRequest:
     end = iso(floor_hour(context.scheduled_execution_time))
-    return dg.RunRequest(run_config={"ops": {"recover_recent_hours": {"config": {"end": end, "hours": 24}}}},
+    return dg.RunRequest(run_config={"ops": {op: {"config": {"end": end, "hours": 24}}}},
                          tags={"retrace/recovery_end": end})
+
+
+@dataclass(frozen=True)
+class JobRecovery:
+    """A job's recovery: the Dagster job and its daily schedule."""
+
+    job: dg.JobDefinition
+    schedule: dg.ScheduleDefinition
+
+
+def job_recovery(job: Job) -> JobRecovery:
+    """`<job>_recovery` (op `<job>_recover_recent_hours`, config `RecoveryConfig`) and its daily schedule
+    `<job>_recovery_schedule`: verify the last 24 hours of the job's production and repair what differs."""
+    op_name = f"{job.name}_recover_recent_hours"
+
+    @dg.op(name=op_name, description=f"Verify the last hours of job {job.name}'s target ({job.origin}) against a "
+                                     f"fresh replay and repair the hours that differ.")
+    def _recover(context: dg.OpExecutionContext, config: RecoveryConfig, retrace: RetraceResource):
+        yield from recover(context, config, retrace, job)
+
+    @dg.job(name=f"{job.name}_recovery", tags={"retrace/kind": "recovery", "retrace/job": job.name},
+            description=f"Verify the last 24 hours of job {job.name}'s production and repair the hours that differ.")
+    def _job():
+        _recover()
+
+    @dg.schedule(job=_job, name=f"{job.name}_recovery_schedule", cron_schedule="30 0 * * *",
+                 execution_timezone="UTC", default_status=dg.DefaultScheduleStatus.RUNNING,
+                 description=f"Daily at 00:30 UTC: verify and repair job {job.name}'s 24 hours of arrivals "
+                             f"before 00:00.")
+    def _schedule(context: dg.ScheduleEvaluationContext):
+        return _daily_request(context, op_name)
+
+    return JobRecovery(_job, _schedule)

@@ -1,15 +1,18 @@
 """A partition-range backfill launched through the real webserver's GraphQL API runs, via the real daemon,
-as a single run that replays that range, and writes what `replay run --from --to` writes for it.
+as a single run that replays that range, and writes what `replay run --from --to` writes for it; a backfill
+of one job's assets (a job of jobs/examples) is one run that writes only that job's tables.
 
 The webserver, daemon, lake and backfill are the session fixtures of tests/dagster_fixtures.py.
 """
 from __future__ import annotations
 
+import os
+
 from replay.hashing import table_digest
 from replay.policy import Policy
 from replay.runner import output_path, run
 from replay.store import default_store
-from tests.dagster_fixtures import FIRST, FROM, LAST, OUTPUT_KEYS, PARTITION_STATS, POLICY_FILE, TO
+from tests.dagster_fixtures import FIRST, FROM, LAST, OUTPUT_KEYS, PARTITION_STATS, POLICY_FILE, TO, backfill
 
 
 def test_the_backfill_succeeds(dagster_stack, range_backfill):
@@ -44,6 +47,45 @@ def test_the_backfill_writes_what_replay_run_writes_over_the_same_range(spark, d
         assert table_digest(backfilled) == table_digest(expected), table
     late = store.read(spark, output_path(lake, "production", "decisions")).where(f"arrival_time >= '{TO}'")
     assert late.count() == 0, "the range ends at 02:00"
+
+
+def test_a_jobs_range_backfill_is_one_run_that_touches_only_that_jobs_tables(dagster_stack):
+    import dagster as dg
+
+    server, lake = dagster_stack["server"], dagster_stack["lake"]
+    others = [os.path.join(lake, "outputs", "production"), os.path.join(lake, "jobs", "region_alarms")]
+    before = [_files(folder) for folder in others]
+    done = backfill(server, [["device_minute", table] for table in OUTPUT_KEYS], timeout=600)
+    assert done["status"] in ("COMPLETED_SUCCESS", "COMPLETED") and done["numPartitions"] == 2, \
+        f"{done}\n{server.log_tail()}"
+    [only] = done["runs"]
+    assert only["status"] == "SUCCESS", _failures(server.home, only["runId"])
+    tags = {t["key"]: t["value"] for t in only["tags"]}
+    assert (tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"]) == (FIRST, LAST)
+    for table in OUTPUT_KEYS:
+        assert os.listdir(os.path.join(lake, "jobs", "device_minute", "outputs", "production", table, "_delta_log"))
+        node = server.graphql(PARTITION_STATS, {"key": {"path": ["device_minute", table]}})["assetNodeOrError"]
+        assert node["partitionStats"] == {"numMaterialized": 2, "numFailed": 0}, table
+    # the spec's job's production and the other job are untouched (absent stays absent)
+    assert [_files(folder) for folder in others] == before
+    # the job's own checks ran in the same run, on its tables, and passed
+    with dg.DagsterInstance.from_config(server.home) as instance:
+        evaluations = [e.dagster_event.event_specific_data for e in instance.all_logs(only["runId"])
+                       if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"]
+    assert {(e.asset_key.to_user_string(), e.check_name, e.passed) for e in evaluations} == {
+        ("device_minute/metrics", "late_events", True), ("device_minute/windows", "windows_emitted_once", True),
+        ("device_minute/windows", "window_rows_unique", True), ("device_minute/dead_letters", "dead_letters_match", True),
+        ("device_minute/watermarks", "watermark_delay", True)}
+
+
+def _files(folder: str) -> dict[str, tuple[int, int]]:
+    """Every file under `folder` with its size and modification time (empty when there is no folder)."""
+    out = {}
+    for here, _, names in os.walk(folder):
+        for name in names:
+            st = os.stat(os.path.join(here, name))
+            out[os.path.relpath(os.path.join(here, name), folder)] = (st.st_size, st.st_mtime_ns)
+    return out
 
 
 def _failures(home: str, run_id: str) -> str:

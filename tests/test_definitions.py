@@ -1,23 +1,31 @@
 """The code location: `dagster definitions validate` accepts it, and it holds the assets, partitions, backfill
-policy, checks, jobs, schedules, sensors and resources that Retrace's users see in the UI."""
+policy, checks, jobs, schedules, sensors and resources that Retrace's users see in the UI: those of the spec's
+job, and a group of assets for each job of the jobs folder (the two examples)."""
 from __future__ import annotations
 
 import os
+import runpy
 import subprocess
 import sys
+from datetime import datetime, timezone
 
 import dagster as dg
+import pytest
 import yaml
 
-from assets.checks import CHECKS
+from assets.checks import CHECKS, JOB_CHECKS
 from assets.partitions import HOURLY
+from jobs.catalog import DEFAULT_FOLDER
 from orchestration.alerting import RESOURCES, SENSORS
 from orchestration.definitions import defs
 from orchestration.resources import RetraceResource, spark_conf
+from replay.jobs import JobError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ASSETS = {"journal", "decisions", "windows", "dead_letters", "watermarks", "metrics"}
 OUTPUTS = ASSETS - {"journal"}
+JOBS = ("device_minute", "region_alarms")  # the jobs of jobs/examples
+JOB_ASSETS = {f"{job}/{table}" for job in JOBS for table in OUTPUTS}
 
 
 def _graph():
@@ -25,9 +33,9 @@ def _graph():
 
 
 def test_validate_command_accepts_the_workspace(tmp_path):
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "RETRACE_JOBS": DEFAULT_FOLDER}  # the two example jobs
     r = subprocess.run([os.path.join(sys.prefix, "bin", "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
-                       cwd=ROOT, env={**os.environ, "DAGSTER_HOME": str(tmp_path)}, capture_output=True, text=True,
-                       timeout=300)
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert "Validation successful for code location" in r.stdout + r.stderr
 
@@ -39,15 +47,15 @@ def test_workspace_loads_the_definitions_file():
                                                         "working_directory": "."}}]}
 
 
-def test_the_assets_are_journal_and_the_five_outputs():
+def test_the_assets_are_journal_the_five_outputs_and_five_per_job():
     keys = {k.to_user_string() for k in _graph().get_all_asset_keys()}
-    assert keys == ASSETS
+    assert keys == ASSETS | JOB_ASSETS
 
 
 def test_every_asset_is_hourly_by_arrival_with_a_single_run_backfill_policy():
     graph = _graph()
-    for key in ASSETS:
-        node = graph.get(dg.AssetKey(key))
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
         assert node.partitions_def == HOURLY, key
         assert node.backfill_policy == dg.BackfillPolicy.single_run(), key
     assert HOURLY.timezone == "UTC" and HOURLY.start.isoformat().startswith("2024-01-01T00:00:00")
@@ -59,26 +67,71 @@ def test_the_outputs_are_one_multi_asset_downstream_of_the_journal():
         node = graph.get(dg.AssetKey(key))
         assert node.parent_keys == {dg.AssetKey("journal")}, key
         assert node.assets_def.node_def.name == "replay_outputs", key
+        assert node.group_name == "retrace", key
         assert not node.assets_def.can_subset
+
+
+def test_each_job_is_a_group_of_one_multi_asset_downstream_of_the_journal():
+    graph = _graph()
+    for job in JOBS:
+        for table in OUTPUTS:
+            node = graph.get(dg.AssetKey([job, table]))
+            assert node.group_name == job, (job, table)
+            assert node.parent_keys == {dg.AssetKey("journal")}, (job, table)
+            assert node.assets_def.node_def.name == f"{job}_outputs", (job, table)
+            assert not node.assets_def.can_subset
+            assert f"{job}.yaml" in node.description, node.description
+    windows = graph.get(dg.AssetKey(["device_minute", "windows"])).description
+    assert "device" in windows and "avg_temperature" in windows and "p95_pressure" in windows
+
+
+def test_a_broken_job_file_fails_the_code_location_naming_the_file(tmp_path, monkeypatch):
+    for name in ("sources.yaml", "device_minute.yaml"):
+        (tmp_path / name).write_text(open(os.path.join(DEFAULT_FOLDER, name)).read())
+    (tmp_path / "broken.yaml").write_text("source: sensors\npolicy: {window: {kind: tumbling, size: 1m}}\n"
+                                          "aggregates: {readings: 'count(*)', late: }\n")
+    monkeypatch.setenv("RETRACE_JOBS", str(tmp_path))
+    with pytest.raises(JobError, match=r"broken\.yaml: job broken: aggregates\.late: None must be a Spark SQL"):
+        runpy.run_path(os.path.join(ROOT, "orchestration", "definitions.py"))
 
 
 def test_the_checks_are_those_of_assets_checks_on_retrace_assets():
     keys = set(_graph().asset_check_keys)
-    expected = {k for c in CHECKS for k in c.check_keys}
-    assert keys == expected
-    assert {k.asset_key.to_user_string() for k in keys} <= ASSETS
+    spec = {k for c in CHECKS for k in c.check_keys}
+    assert {k.asset_key.to_user_string() for k in spec} <= ASSETS
+    per_job = {(job, table, check) for job in JOBS for table, check, _, _ in JOB_CHECKS}
+    assert {(*k.asset_key.path, k.name) for k in keys - spec} == per_job
+    assert {check for _, check, _, _ in JOB_CHECKS} == \
+        {"late_events", "windows_emitted_once", "window_rows_unique", "dead_letters_match", "watermark_delay"}
 
 
 def test_jobs_schedules_and_sensors():
     repo = defs.get_repository_def()
-    assert {"live", "recovery", "maintenance"} <= {j.name for j in repo.get_all_jobs()}
-    assert {s.name: s.job_name for s in repo.schedule_defs} == {"recovery_schedule": "recovery",
-                                                                "maintenance_schedule": "maintenance"}
+    assert {"live", "recovery", "maintenance", *(f"{job}_recovery" for job in JOBS)} <= \
+        {j.name for j in repo.get_all_jobs()}
+    assert {s.name: s.job_name for s in repo.schedule_defs} == {
+        "recovery_schedule": "recovery", "maintenance_schedule": "maintenance",
+        **{f"{job}_recovery_schedule": f"{job}_recovery" for job in JOBS}}
     sensors = {s.name for s in repo.sensor_defs}
     assert sensors == {"landing_sensor", *(s.name for s in SENSORS)}
     assert repo.get_sensor_def("landing_sensor").job_name == "live"
     schedule = repo.get_schedule_def("recovery_schedule")
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+
+
+def test_each_job_is_recovered_daily_by_its_own_recovery_job():
+    repo = defs.get_repository_def()
+    tick = datetime(2024, 3, 5, 0, 30, tzinfo=timezone.utc)
+    for job in JOBS:
+        recovery = repo.get_job(f"{job}_recovery")
+        assert [n.name for n in recovery.nodes] == [f"{job}_recover_recent_hours"]
+        assert recovery.tags["retrace/job"] == job
+        schedule = repo.get_schedule_def(f"{job}_recovery_schedule")
+        assert (schedule.cron_schedule, schedule.execution_timezone) == ("30 0 * * *", "UTC")
+        with dg.build_schedule_context(scheduled_execution_time=tick) as context:
+            request = schedule.evaluate_tick(context).run_requests[0]
+        assert request.run_config == {"ops": {f"{job}_recover_recent_hours": {
+            "config": {"end": "2024-03-05T00:00:00Z", "hours": 24}}}}
 
 
 def test_resources_are_retrace_and_the_alert_resources():

@@ -1,11 +1,13 @@
 """The Dagster UI as a person sees it, in headless Chromium (Debian's chromium and chromedriver): the asset
-graph with Retrace's assets, and the page of a range backfill that ran; screenshots in tests/artifacts/.
+graph with Retrace's asset groups and the spec job's assets, and the page of a range backfill that ran;
+screenshots in tests/artifacts/.
 
 Uses the session's webserver, daemon and backfill (tests/dagster_fixtures.py).
 """
 from __future__ import annotations
 
 import os
+from urllib.parse import quote
 
 import pytest
 
@@ -85,9 +87,17 @@ def _screenshot(driver, name: str, check: bool = True) -> str:
     return path
 
 
+REPOSITORIES = "{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }"
+
+
 def test_asset_graph_shows_the_retrace_assets(browser, dagster_stack, range_backfill):
-    body = _open(browser, f"{dagster_stack['server'].url}/asset-groups", ["journal", *OUTPUT_KEYS, "Materialize all"])
+    server = dagster_stack["server"]
+    # the global lineage shows one group per job: the spec's job's (retrace) and each example job's
+    body = _open(browser, f"{server.url}/asset-groups", ["retrace", "device_minute", "region_alarms", "Materialize all"])
     assert "Global asset lineage" in body
+    [repo] = server.graphql(REPOSITORIES)["repositoriesOrError"]["nodes"]
+    where = quote(f"{repo['name']}@{repo['location']['name']}", safe="@")  # an encoded @ is not parsed
+    _open(browser, f"{server.url}/locations/{where}/asset-groups/retrace", ["journal", *OUTPUT_KEYS, "Materialize all"])
     _screenshot(browser, "asset-graph.png")
 
 
