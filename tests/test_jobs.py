@@ -144,3 +144,19 @@ def test_replay_run_names_an_unknown_job_and_the_defined_ones(tmp_path):
                        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
     assert r.returncode == 2
     assert "job 'nosuch' is not defined; defined jobs: device_minute, region_alarms" in r.stderr
+
+
+def test_a_jobs_outputs_hash_the_same_whatever_the_shuffle_partitions(spark, sensor_lake, tmp_path):
+    from replay.hashing import target_hash
+
+    job = load_folder(folder(tmp_path, **{"hot.yaml": JOB_YAML})).job("hot")
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    hashes = []
+    try:
+        for n in ("1", "7"):
+            spark.conf.set("spark.sql.shuffle.partitions", n)
+            runner.run(spark, sensor_lake, job.policy, target=f"shuffle-{n}", job=job)
+            hashes.append(target_hash(spark, job_root(sensor_lake, job), f"shuffle-{n}"))
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+    assert hashes[0] == hashes[1]
