@@ -151,17 +151,13 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     )
     malformed = in_range(_malformed(journal))
     still_open = None
-    if custom:
-        w = windows.job_windows(full, job_sql.decided_events(rows, job), policy, job.grouping, job.aggregates,
-                                flush and policy.flush_at_end, state)
-        cached.append(w.closes)
-        win, closed, still_open = w.windows, w.closed, w.open
-        if since_seq is not None:
-            win = win.where(F.col("emitted_at").isNull() | (F.col("emitted_at") >= since_seq))
-            closed = closed.where(F.col("seq") >= since_seq)
-        dead = dropped.unionByName(closed).unionByName(malformed)
-    elif policy.window is not None:
-        w = windows.windows_and_closed(full, policy, flush and policy.flush_at_end, state)
+    if policy.window is not None:
+        flushing = flush and policy.flush_at_end
+        if custom:
+            w = windows.job_windows(full, job_sql.decided_events(rows, job), policy, job.grouping, job.aggregates,
+                                    flushing, state)
+        else:
+            w = windows.windows_and_closed(full, policy, flushing, state)
         cached.append(w.closes)
         win, closed, still_open = w.windows, w.closed, w.open
         if since_seq is not None:

@@ -46,6 +46,10 @@ class SourceFields:
         """The landing field read for each of FIELDS."""
         return ("partition", "offset", "arrival_time", self.event_time, self.key, "value")
 
+    def raw_schema(self) -> str:
+        """The `from_json` schema that reads those fields as text (each once)."""
+        return ", ".join(f"`{c}` string" for c in dict.fromkeys(self.columns()))
+
 
 @dataclass(frozen=True)
 class IngestResult:
@@ -247,8 +251,9 @@ def raw_from_lines(lines: DataFrame, names: SourceFields | None = None) -> DataF
 
     A line that is not a JSON object parses to null fields, so `normalize` keeps it as `malformed`.
     """
-    columns = (names or SourceFields()).columns()
-    parsed = F.from_json("line", ", ".join(f"`{c}` string" for c in dict.fromkeys(columns)))
+    names = names or SourceFields()
+    parsed = F.from_json("line", names.raw_schema())
+    columns = names.columns()
     return lines.select("source", "source_line", "line", *[parsed[c].alias(f) for f, c in zip(FIELDS, columns)])
 
 

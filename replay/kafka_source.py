@@ -114,8 +114,9 @@ def raw_from_records(records: DataFrame, topic: str, names: journal.SourceFields
     Kafka, the other fields from the JSON value (`names`: which fields hold the event time and the key);
     a value that is not a JSON object is `unparsed`."""
     line = record_text()
-    columns = (names or journal.SourceFields()).columns()
-    parsed = F.from_json(line, ", ".join(f"`{c}` string" for c in dict.fromkeys(columns)))
+    names = names or journal.SourceFields()
+    parsed = F.from_json(line, names.raw_schema())
+    columns = names.columns()
     ours = {"partition": F.col("partition").cast("string"), "offset": F.col("offset").cast("string"),
             "arrival_time": F.col("timestamp").cast("string")}
     return records.select(

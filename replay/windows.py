@@ -115,6 +115,15 @@ def close_points(decisions: DataFrame, policy: Policy, state: State | None = Non
     )
 
 
+def _too_late(policy: Policy, state: State) -> Column:
+    """A member (scope, k, seq, close_seq) came after its window closed: in this stretch, or in the state's."""
+    too_late = F.col("close_seq").isNotNull() & (F.col("seq") > F.col("close_seq"))
+    for s, v in state.scopes.items():  # windows the state had closed already
+        if v.owm > NEG:
+            too_late = too_late | ((F.col("scope") == s) & (F.col("k") <= reached_index(v.owm, policy)))
+    return too_late
+
+
 @dataclass
 class WindowResults:
     windows: DataFrame  # emitted windows (and, with flush, the open ones with a null emitted_at)
@@ -131,10 +140,7 @@ def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool, state:
     m = members(decisions, policy)
     closes = close_points(decisions, policy, state).persist()  # small: one row per window index that closes
     joined = m.join(F.broadcast(closes), ["scope", "k"], "left")  # members stay where they are: no shuffle
-    too_late = F.col("close_seq").isNotNull() & (F.col("seq") > F.col("close_seq"))
-    for s, v in state.scopes.items():  # windows the state had closed already
-        if v.owm > NEG:
-            too_late = too_late | ((F.col("scope") == s) & (F.col("k") <= reached_index(v.owm, policy)))
+    too_late = _too_late(policy, state)
     counted = joined.where(~too_late).groupBy("scope", "group_key", "k").agg(
         F.count("*").alias("count"),
         # decimal sums are exact, so the result does not depend on how rows were partitioned
@@ -184,10 +190,7 @@ def job_windows(decisions: DataFrame, kept: DataFrame, policy: Policy, grouping:
         k = F.explode(F.sequence(lo, hi))
     members = rows.select(scope_column(policy).alias("scope"), k.alias("k"), *kept.columns)
     joined = members.join(F.broadcast(closes), ["scope", "k"], "left")
-    too_late = F.col("close_seq").isNotNull() & (F.col("seq") > F.col("close_seq"))
-    for s, v in state.scopes.items():  # windows the state had closed already
-        if v.owm > NEG:
-            too_late = too_late | ((F.col("scope") == s) & (F.col("k") <= reached_index(v.owm, policy)))
+    too_late = _too_late(policy, state)
     held = joined.where(~too_late).drop("close_seq")
     if state.windows is not None:
         held = held.unionByName(state.windows)
