@@ -2,11 +2,14 @@
 journals first.
 
 Per micro-batch, in order: (1) append its rows to the journal with new `seq` values, plus a clock row
-with the estimated arrival time for every partition seen before that has no new event; (2) decide the
+with the estimated arrival time for every partition of the source that has no new event (spec 4); (2) decide the
 new rows with the engine, from the last checkpoint; (3) commit the outputs, each commit tagged with the
 transaction (app, batch); (4) commit the checkpoint. A crash anywhere leaves the batch either in the
 journal or not: on restart, rows journaled but not decided yet are decided first, and a commit already
 made for a batch is not made again. The journal is the truth; Spark's own checkpoint is only scratch.
+When no data arrives for a heartbeat interval, a heartbeat journals clock rows alone and decides them as a
+batch, so time moves on an idle source. After each batch: its processing lag and diagnostics (jobs.lag,
+jobs.diagnostics).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from jobs import diagnostics, lag
 from replay import checkpoints, engine, journal, kafka_source as kafka, locks, manifest, metrics
 from replay.checkpoints import Checkpoint, CheckpointMismatch, SourcePartition
 from replay.decisions import NEG
@@ -34,6 +39,7 @@ from replay.state import State
 from replay.store import AppTransaction, Replace, TableStore, commit_metadata, default_store
 
 CLOCKS = ("system", "simulated")
+NEVER_SEEN_DELAY = 5_000_000  # microseconds: a partition that never had a row is estimated at now - 5 s (ASA)
 
 
 def processing_time(clock: str, latest_arrival: int | None) -> int:
@@ -63,12 +69,16 @@ class BatchReport:
     seconds: float
     committed_at: float = 0.0  # wall-clock time (epoch seconds) when the batch's last commit landed
     unit: str = "files"  # what `files` counts: landing files, or Kafka partitions with new records
+    trigger: str = "data"  # data, or heartbeat (clock rows alone, no data arrived)
+    processing_delay_s: float | None = None  # wall clock at commit minus the output watermark
+    backlog: int | None = None  # input not journaled yet (landing files or Kafka records), None: unknown
 
     def line(self) -> str:
         delay = "n/a" if self.watermark_delay_s is None else f"{self.watermark_delay_s:.1f}s"
         waiting = "?" if self.files_waiting is None else self.files_waiting
         lag = f"{waiting} landing files waiting, " if self.unit == "files" else ""
-        return (f"batch {self.batch}: {self.files} {self.unit}, {self.rows} rows (seq {self.seq_from}-{self.seq_to}, "
+        what = "heartbeat" if self.trigger == "heartbeat" else f"{self.files} {self.unit}"
+        return (f"batch {self.batch}: {what}, {self.rows} rows (seq {self.seq_from}-{self.seq_to}, "
                 f"{self.clock_rows} clock rows) committed in {self.seconds:.1f}s; lag: {lag}watermark delay {delay}")
 
 
@@ -90,6 +100,10 @@ class LiveJob:
     on_batch: object | None = None  # called with each BatchReport (progress, benchmarks)
     jobs: tuple[Job, ...] = ()  # users' jobs on this source, each deciding from its own checkpoint
     fields: journal.SourceFields = field(default_factory=journal.SourceFields)  # the payload's time and key
+    heartbeat_seconds: float | None = None  # no data for this long: journal clock rows alone (system clock)
+    never_seen_delay: int = NEVER_SEEN_DELAY  # a partition that never had a row: clock rows at now - this
+    silent_after: int = diagnostics.SILENT_AFTER  # no event for this long: partition_not_progressing
+    on_diagnostic: object | None = None  # called with each diagnostic that starts (alerts)
     unit = "files"
 
     def __post_init__(self):
@@ -103,6 +117,12 @@ class LiveJob:
         self.consumers = [Consumer.load(self, job) for job in self.jobs]
         self.caught_up = False  # the journal has no rows past the checkpoint (checked once, then kept so)
         self.sources: set[str] | None = None  # landing files journaled (for the lag report), loaded lazily
+        self.started_at = processing_time(self.clock, max((s.last_arrival for s in self.cp.source.values()),
+                                                          default=None))
+        self.watchdog = diagnostics.Watchdog(self.silent_after)
+        self.late: diagnostics.LateEvents | None = None  # the spec job's late events in the batch being decided
+        self.idle_since = time.monotonic()  # when the last batch or heartbeat ended
+        self._lock = threading.Lock()  # a heartbeat (driver thread) and a micro-batch (Spark's) never overlap
 
     def _load(self) -> Checkpoint:
         cp = checkpoints.load(self.spark, self.lake, self.target, self.store, policy=self._policy_json)
@@ -114,9 +134,29 @@ class LiveJob:
         """foreachBatch: journal the batch's landing lines, then decide and commit them."""
         lines = lines.persist()  # read from the landing once
         try:
-            self._process(lines)
+            with self._lock:
+                self._process(lines)
         finally:
             lines.unpersist()
+            self.idle_since = time.monotonic()
+
+    def heartbeat(self, idle_for: float = 0.0) -> bool:
+        """No data for a heartbeat interval: journal a clock row for every partition of the source (each with
+        its estimated arrival, spec 4) and decide them as a batch. False when there is nothing to journal, or
+        a batch ended less than `idle_for` seconds ago."""
+        with self._lock:
+            if not self.caught_up or time.monotonic() - self.idle_since < idle_for:
+                return False
+            try:
+                began = time.perf_counter()
+                base = self.cp.state.seq + 1
+                new = self._journal(None, base, 0)
+                if new is None:
+                    return False
+                self._decide(new, 0, began, trigger="heartbeat")
+                return True
+            finally:
+                self.idle_since = time.monotonic()
 
     def _process(self, lines: DataFrame) -> None:
         began = time.perf_counter()
@@ -171,34 +211,47 @@ class LiveJob:
         manifest.record(self.spark, self.lake, observed, self.store)
         return new
 
-    def _journal(self, events: DataFrame, base: int, count: int) -> DataFrame:
-        """Append `count` source rows (seq `base`...) and the clock rows after them; returns the new rows.
-        Shared by every source: only how a batch becomes sequenced rows differs."""
+    def _journal(self, events: DataFrame | None, base: int, count: int) -> DataFrame | None:
+        """Append `count` source rows (seq `base`...; None: a heartbeat) and the clock rows after them; returns
+        the new rows (None: nothing to journal). Shared by every source: only how a batch becomes sequenced
+        rows differs."""
         path = journal.journal_path(self.lake)
-        seen = {r["partition"]: r for r in events.where(F.col("kind") == "event").groupBy("partition").agg(
-            F.max(F.unix_micros("arrival_time")).alias("arrival"), F.max("offset").alias("offset")).collect()}
+        seen = {} if events is None else {r["partition"]: r for r in events.where(F.col("kind") == "event").groupBy(
+            "partition").agg(F.max(F.unix_micros("arrival_time")).alias("arrival")).collect()}
         latest = max([r["arrival"] for r in seen.values()] + [s.last_arrival for s in self.cp.source.values()],
                      default=None)
         now = processing_time(self.clock, latest)
         clocks = self._clock_rows(now, seen, base + count)
+        if events is None and clocks is None:
+            return None
         _crash_point("journal")
-        self.store.write(events.unionByName(clocks).coalesce(1), path,
+        rows = clocks if events is None else events if clocks is None else events.unionByName(clocks)
+        self.store.write(rows.coalesce(1), path,
                          metadata={"job": "replay stream", "table": "journal", "seq_from": base, "rows": count})
         _crash_point("journaled")
         return self.store.read(self.spark, path).where(F.col("seq") >= base)
 
-    def _clock_rows(self, now: int, seen: dict, first_seq: int) -> DataFrame:
-        """Estimated arrival times (spec 4) for partitions seen before with no event in this batch:
-        last arrival + processing time elapsed since it was seen."""
+    def _clock_rows(self, now: int, seen: dict, first_seq: int) -> DataFrame | None:
+        """Estimated arrival times (spec 4) for the partitions of the source with no event in this batch:
+        last arrival + processing time elapsed since it was seen; for one that never had an event, processing
+        time - `never_seen_delay` (as Azure Stream Analytics estimates it). None: every partition had one."""
         out = []
-        for p, s in sorted(self.cp.source.items()):
+        for p in sorted(set(self.source_partitions) | set(self.cp.source)):
             if p in seen:
                 continue
-            estimate = s.last_arrival + max(0, now - s.seen_at)
-            note = {"estimated_arrival": "last_arrival + (processing_time - seen_at)",
-                    "last_arrival": format_instant(s.last_arrival), "seen_at": format_instant(s.seen_at),
-                    "processing_time": format_instant(now)}
-            out.append((first_seq + len(out), p, s.last_offset, "clock", estimate, json.dumps(note)))
+            s = self.cp.source.get(p)
+            if s is None:
+                estimate, offset = now - self.never_seen_delay, None
+                note = {"estimated_arrival": "processing_time - never_seen_delay (no event yet)",
+                        "never_seen_delay_s": self.never_seen_delay / 1e6, "processing_time": format_instant(now)}
+            else:
+                estimate, offset = s.last_arrival + max(0, now - s.seen_at), s.last_offset
+                note = {"estimated_arrival": "last_arrival + (processing_time - seen_at)",
+                        "last_arrival": format_instant(s.last_arrival), "seen_at": format_instant(s.seen_at),
+                        "processing_time": format_instant(now)}
+            out.append((first_seq + len(out), p, offset, "clock", estimate, json.dumps(note)))
+        if not out:
+            return None
         df = self.spark.createDataFrame(out, "seq long, partition int, offset long, kind string, arrival long, "
                                              "payload string")
         return df.select("seq", "partition", "offset", "kind", F.timestamp_micros("arrival").alias("arrival_time"),
@@ -206,37 +259,37 @@ class LiveJob:
                          F.lit(None).cast("double").alias("value"), "payload",
                          F.lit(None).cast("string").alias("source"), F.lit(None).cast("long").alias("source_line"))
 
-    def _decide(self, rows: DataFrame, files: int, began: float) -> None:
+    def _decide(self, rows: DataFrame, files: int, began: float, trigger: str = "data") -> None:
         """Decide `rows` (the journal after the checkpoint) from the checkpoint; commit outputs, then state;
-        then every user job on the source from its own checkpoint."""
+        record the batch's lag and diagnostics; then every user job on the source from its own checkpoint."""
         batch = self.cp.batch + 1
-        span = rows.agg(F.min("seq").alias("lo"), F.max("seq").alias("hi"), F.count("*").alias("n"),
-                        F.count(F.when(F.col("kind") == "clock", 1)).alias("clocks")).first()
-        source = self._source_after(rows)
+        read, span = lag.reads(rows)
+        source = self._source_after(read, span["noted"])
+        self.late = None
         self.cp = commit_batch(self, self.lake, self.target, self.policy, None, self.cp, rows, span, source)
-        self.reports.append(self._report(batch, files, span, began))
-        print(self.reports[-1].line(), file=sys.stderr, flush=True)
+        report = self._report(batch, files, span, began, trigger)
+        self._observe(report, read)
+        self.reports.append(report)
+        print(report.line(), file=sys.stderr, flush=True)
         for consumer in self.consumers:
             consumer.catch_up(self)
         if self.on_batch is not None:
-            self.on_batch(self.reports[-1])
+            self.on_batch(report)
 
-    def _source_after(self, rows: DataFrame) -> dict[int, SourcePartition]:
-        """Last arrival, offset and seen-at time per partition, after `rows` (its clock rows name the
+    def _source_after(self, read: list[lag.PartitionRead], noted: str | None) -> dict[int, SourcePartition]:
+        """Last arrival, offset and seen-at time per partition, after the batch (its clock rows name the
         processing time they were made at; without one, the latest arrival stands in for it)."""
-        stats = rows.where(F.col("kind") == "event").groupBy("partition").agg(
-            F.max(F.unix_micros("arrival_time")).alias("arrival"), F.max("offset").alias("offset")).collect()
-        noted = rows.where(F.col("kind") == "clock").select(
-            F.get_json_object("payload", "$.processing_time").alias("t")).agg(F.max("t").alias("t")).first()["t"]
-        latest = max([r["arrival"] for r in stats], default=None)
+        stats = [r for r in read if r.events]
+        latest = max([r.last_arrival for r in stats], default=None)
         now = _micros(noted) if noted else (latest if self.clock == "simulated" or latest is None
                                              else processing_time(self.clock, latest))
+        self.batch_time = now  # the batch's processing time, which diagnostics judge by
         source = dict(self.cp.source)
         for r in stats:
-            source[r["partition"]] = SourcePartition(r["arrival"], now, r["offset"])
+            source[r.partition] = SourcePartition(r.last_arrival, now, r.last_offset)
         return source
 
-    def _report(self, batch: int, files: int, span, began: float) -> BatchReport:
+    def _report(self, batch: int, files: int, span, began: float, trigger: str) -> BatchReport:
         owm = [s.owm for s in self.cp.state.scopes.values() if s.owm > NEG]
         latest = max([s.last_arrival for s in self.cp.source.values()], default=None)
         delay = (latest - min(owm)) / 1e6 if owm and latest is not None else None
@@ -245,8 +298,48 @@ class LiveJob:
             if self.sources is None:
                 self.sources = journal.journaled_sources(self.spark, self.lake, self.store)
             waiting = sum(1 for f in self.landing.files() if f.name not in self.sources)
+        committed = time.time()
         return BatchReport(batch, files, span["n"], span["clocks"], span["lo"], span["hi"], delay, waiting,
-                           time.perf_counter() - began, time.time(), self.unit)
+                           time.perf_counter() - began, committed, self.unit, trigger,
+                           committed - min(owm) / 1e6 if owm else None)
+
+    def _backlog(self, report: BatchReport) -> tuple[dict, str]:
+        """Input not journaled yet: per partition, or under None for the whole source."""
+        return {None: report.files_waiting}, "landing files"
+
+    def _observe(self, report: BatchReport, read: list[lag.PartitionRead]) -> None:
+        """The batch's processing lag per partition, and the diagnostics it shows (alerting those that start):
+        appended to `lag` and `diagnostics` next to the outputs, once per batch (a retried batch is not
+        recorded twice). Processing time is the clock's, so the simulated clock gives data time."""
+        now = self.batch_time
+        committed = int(report.committed_at * 1e6)
+        backlog, unit = self._backlog(report)
+        known = [v for v in backlog.values() if v is not None]
+        report.backlog = sum(known) if known else None
+        last_arrival = {p: s.last_arrival for p, s in self.cp.source.items()}
+        rows = lag.rows_of(report.batch, report.trigger, read, self.source_partitions, self.cp.state,
+                           self.policy.independent, last_arrival, backlog, unit, committed, report.seconds)
+        txn = lambda name: AppTransaction(f"retrace-{self.target}-{name}", report.batch)  # noqa: E731
+        meta = {"job": "replay stream", "target": self.target, "batch": report.batch}
+        self.store.write(lag.table(self.spark, rows), output_path(self.lake, self.target, "lag"), txn=txn("lag"),
+                         metadata={**meta, "table": "lag"})
+        seen = {p: self.cp.source[p].seen_at if p in self.cp.source else self.started_at
+                for p in self.source_partitions}
+        found = self.watchdog.not_progressing(report.batch, now, seen)
+        if self.late is not None:
+            found += self.watchdog.late_input(report.batch, now, self.late)
+        if not found:
+            return
+        self.store.write(diagnostics.table(self.spark, found), output_path(self.lake, self.target, "diagnostics"),
+                         txn=txn("diagnostics"), metadata={**meta, "table": "diagnostics"})
+        for d in found:
+            if d.started:
+                print(f"diagnostic {d.kind}: {d.message}", file=sys.stderr, flush=True)
+                if self.on_diagnostic is not None:
+                    try:
+                        self.on_diagnostic(d)
+                    except Exception as e:  # noqa: BLE001 - an alert that cannot be sent must not stop the job
+                        print(f"diagnostic {d.kind}: alert not sent ({e})", file=sys.stderr, flush=True)
 
 
 def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: Job | None, cp: Checkpoint,
@@ -261,6 +354,8 @@ def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: J
     out = engine.replay(rows, policy, flush=True, state=cp.state, partitions=live.source_partitions,
                         keep_state=True, history=history, job=job)
     tables = out.tables()
+    if job is None:
+        live.late = diagnostics.late_events(tables["decisions"], rows)
     txn = lambda name: AppTransaction(f"retrace-{target}-{name}", batch)  # noqa: E731
     # the batch is the run: every table's commit for it names the same run, whichever process made it
     meta = lambda name: {"job": "replay stream", "retrace_job": job.name if job else "default",  # noqa: E731
@@ -363,19 +458,39 @@ def run_stream(spark: SparkSession, landing: str, lake: str, policy: Policy, *, 
                max_files_per_batch: int | None = None, max_bytes_per_batch: int | None = None,
                max_batches: int | None = None, clock: str = "system", until_idle: bool = False,
                partitions: int | None = None, trigger_seconds: float = 1.0, on_batch=None,
-               jobs: tuple[Job, ...] = (), fields: journal.SourceFields | None = None) -> StreamSummary:
+               jobs: tuple[Job, ...] = (), fields: journal.SourceFields | None = None,
+               **watch) -> StreamSummary:
     """Run the live job: micro-batches over the landing source until it is idle (`until_idle`), `max_batches`
-    were committed, or the process is stopped; every batch is journaled (payload fields `fields` hold the
-    event time and the key), decided for the spec's job on `policy`, then for each of `jobs`. Holds the
+    (heartbeats included) were committed, or the process is stopped; every batch is journaled (payload fields
+    `fields` hold the event time and the key), decided for the spec's job on `policy`, then for each of `jobs`.
+    `watch`: heartbeat_seconds, never_seen_delay, silent_after, on_diagnostic (see `live_options`). Holds the
     journal's and the targets' locks (one writer at a time) and first reports journaled landing files that
     changed since."""
     _check_bounds(max_files_per_batch=max_files_per_batch, max_bytes_per_batch=max_bytes_per_batch,
                   max_batches=max_batches)
     check_target(target)
+    options = live_options(clock, until_idle, trigger_seconds, **watch)
     with _locks(lake, target, jobs):
         return _run_stream(spark, landing, lake, policy, target, max_files_per_batch, max_bytes_per_batch,
                            max_batches, clock, until_idle, partitions, trigger_seconds, on_batch, tuple(jobs),
-                           fields or journal.SourceFields())
+                           fields or journal.SourceFields(), options)
+
+
+def live_options(clock: str, until_idle: bool, trigger_seconds: float, heartbeat_seconds: float | None = None,
+                 never_seen_delay: float = NEVER_SEEN_DELAY / 1e6, silent_after: float = diagnostics.SILENT_AFTER / 1e6,
+                 on_diagnostic=None) -> dict:
+    """The live job's watch over time, in seconds: a heartbeat after `heartbeat_seconds` without data (None: the
+    trigger interval; 0: none; only on the system clock and when running on, since simulated processing time
+    stands still without data); clock rows at processing time - `never_seen_delay` for a partition that never
+    had a row; `partition_not_progressing` after `silent_after`; `on_diagnostic` alerts."""
+    for name, v in (("heartbeat_seconds", heartbeat_seconds), ("never_seen_delay", never_seen_delay),
+                    ("silent_after", silent_after)):
+        if v is not None and v < 0:
+            raise ValueError(f"{name}: {v} must not be negative")
+    beat = trigger_seconds if heartbeat_seconds is None else heartbeat_seconds
+    return {"heartbeat_seconds": beat if beat and clock == "system" and not until_idle else None,
+            "never_seen_delay": round(never_seen_delay * 1e6), "silent_after": round(silent_after * 1e6),
+            "on_diagnostic": on_diagnostic}
 
 
 def _locks(lake: str, target: str, jobs) -> ExitStack:
@@ -388,7 +503,7 @@ def _locks(lake: str, target: str, jobs) -> ExitStack:
 
 
 def _run_stream(spark, landing, lake, policy, target, max_files_per_batch, max_bytes_per_batch, max_batches,
-                clock, until_idle, partitions, trigger_seconds, on_batch, jobs, fields) -> StreamSummary:
+                clock, until_idle, partitions, trigger_seconds, on_batch, jobs, fields, options) -> StreamSummary:
     from replay import landing as landing_source
 
     began = time.perf_counter()
@@ -396,7 +511,7 @@ def _run_stream(spark, landing, lake, policy, target, max_files_per_batch, max_b
     for change in manifest.changes(source, manifest.load(spark, lake)):  # journaled files are never re-read
         print(change.line(), file=sys.stderr, flush=True)
     job = LiveJob(spark, lake, policy, target=target, clock=clock, partitions=partitions, landing=source,
-                  on_batch=on_batch, jobs=jobs, fields=fields)
+                  on_batch=on_batch, jobs=jobs, fields=fields, **options)
     job.process(spark.createDataFrame([], "source string, source_line long, line string"))  # finish a crashed batch
     landing_source.register(spark)
     reader = (spark.readStream.format("retrace_landing").option("landing", landing)
@@ -415,11 +530,18 @@ class KafkaLiveJob(LiveJob):
     (the broker's append time) come from Kafka, the rest from the JSON value, kept whole in `payload`."""
 
     topic: str = ""
+    bootstrap: str = ""  # the broker, asked for the topic's end offsets (the backlog)
     unit = "partitions"
 
     def __post_init__(self):
         super().__post_init__()
         self.offsets = kafka.journaled_offsets(self.spark, self.lake, self.topic, self.store)
+
+    def _backlog(self, report: BatchReport) -> tuple[dict, str]:
+        """Records past the journaled offset of each partition (None when the broker cannot be asked)."""
+        ends = kafka.end_offsets(self.spark, self.bootstrap, self.topic, self.source_partitions)
+        return {p: max(0, ends[p] - self.offsets.get(p, -1) - 1) if p in ends else None
+                for p in self.source_partitions}, "records"
 
     def _process(self, records: DataFrame) -> None:
         began = time.perf_counter()
@@ -453,12 +575,13 @@ def run_kafka_stream(spark: SparkSession, bootstrap: str, topic: str, lake: str,
                      max_records_per_batch: int | None = None, max_batches: int | None = None,
                      clock: str = "system", until_idle: bool = False, partitions: int | None = None,
                      trigger_seconds: float = 1.0, on_batch=None, jobs: tuple[Job, ...] = (),
-                     fields: journal.SourceFields | None = None) -> StreamSummary:
+                     fields: journal.SourceFields | None = None, **watch) -> StreamSummary:
     """Run the live job over a Kafka topic, from the offsets after the journal's, until it is caught up with
-    the topic (`until_idle`), `max_batches` were committed, or the process is stopped. Holds the journal's and
-    the target's locks (one writer at a time)."""
+    the topic (`until_idle`), `max_batches` (heartbeats included) were committed, or the process is stopped.
+    `watch`: as for run_stream. Holds the journal's and the target's locks (one writer at a time)."""
     _check_bounds(max_records_per_batch=max_records_per_batch, max_batches=max_batches)
     check_target(target)
+    options = live_options(clock, until_idle, trigger_seconds, **watch)
     began = time.perf_counter()
     info = kafka.describe(spark, bootstrap, topic)  # a topic that is refused leaves the lake untouched
     kafka.check_arrival_time(info, trust_create_time)
@@ -467,13 +590,13 @@ def run_kafka_stream(spark: SparkSession, bootstrap: str, topic: str, lake: str,
     with _locks(lake, target, jobs):
         return _run_kafka_stream(spark, bootstrap, topic, info, lake, policy, target, max_records_per_batch,
                                  max_batches, clock, until_idle, trigger_seconds, on_batch, began, tuple(jobs),
-                                 fields or journal.SourceFields())
+                                 fields or journal.SourceFields(), options)
 
 
 def _run_kafka_stream(spark, bootstrap, topic, info, lake, policy, target, max_records_per_batch, max_batches,
-                      clock, until_idle, trigger_seconds, on_batch, began, jobs, fields) -> StreamSummary:
+                      clock, until_idle, trigger_seconds, on_batch, began, jobs, fields, options) -> StreamSummary:
     job = KafkaLiveJob(spark, lake, policy, target=target, clock=clock, partitions=info.partitions,
-                       on_batch=on_batch, topic=topic, jobs=jobs, fields=fields)
+                       on_batch=on_batch, topic=topic, bootstrap=bootstrap, jobs=jobs, fields=fields, **options)
     job.process(spark.createDataFrame([], KAFKA_RECORDS))  # finish a crashed batch
     reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic)
@@ -490,9 +613,17 @@ def _check_bounds(**bounds: int | None) -> None:
             raise ValueError(f"{name}: {v} must be at least 1")
 
 
+def _idle(query) -> bool:
+    """Spark found no new input at its last trigger and is not in one now: time moves by heartbeat only then
+    (a backlog is input; a heartbeat over it would estimate arrivals past rows still waiting)."""
+    status = query.status
+    return not status["isTriggerActive"] and not status["isDataAvailable"]
+
+
 def _run_query(job: LiveJob, batches: DataFrame, began: float, *, until_idle: bool, max_batches: int | None,
                trigger_seconds: float) -> StreamSummary:
-    """Micro-batches of `batches` through `job.process` (foreachBatch) with a scratch Spark checkpoint."""
+    """Micro-batches of `batches` through `job.process` (foreachBatch) with a scratch Spark checkpoint; between
+    them, a heartbeat whenever no batch ran for the job's heartbeat interval."""
     scratch = tempfile.mkdtemp(prefix="retrace-stream-")  # Spark's checkpoint: the journal is the real one
     writer = batches.writeStream.foreachBatch(job.process).option("checkpointLocation", scratch)
     writer = writer.trigger(availableNow=True) if until_idle else writer.trigger(processingTime=f"{trigger_seconds} seconds")
@@ -502,6 +633,8 @@ def _run_query(job: LiveJob, batches: DataFrame, began: float, *, until_idle: bo
             query.awaitTermination(0.2)
             if max_batches is not None and len(job.reports) >= max_batches:
                 query.stop()
+            elif job.heartbeat_seconds and time.monotonic() - job.idle_since >= job.heartbeat_seconds and _idle(query):
+                job.heartbeat(idle_for=job.heartbeat_seconds)
         query.awaitTermination()
     finally:
         if query.isActive:

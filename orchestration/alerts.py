@@ -39,6 +39,8 @@ class Alert:
     message: str
     numbers: dict = field(default_factory=dict)
     run_id: str | None = None
+    diagnostic: bool = False  # `check` names a diagnostic of the live job (jobs.diagnostics), not a check
+
 
     def __post_init__(self):
         if self.severity not in SEVERITIES:
@@ -46,7 +48,8 @@ class Alert:
 
     @property
     def title(self) -> str:
-        what = f"check {self.check} failed" if self.check else "run failed"
+        what = (self.check.replace("_", " ") if self.diagnostic else f"check {self.check} failed" if self.check
+                else "run failed")
         return f"[Retrace {self.severity}] {what} on {self.asset}, partition {self.partition}"
 
     def text(self) -> str:
@@ -75,6 +78,13 @@ class Alert:
         if self.run_id:
             blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"run `{self.run_id}`"}]})
         return {"text": self.text(), "blocks": blocks}
+
+
+def diagnostic_alert(d) -> Alert:
+    """The alert for a diagnostic of the live job (a jobs.diagnostics.Diagnostic) as it starts."""
+    numbers = {k: v for k, v in (("batch", d.batch), ("late_events", d.count)) if v is not None}
+    return Alert(asset="live", partition="all" if d.partition is None else str(d.partition), check=d.kind,
+                 severity="WARN", message=d.message, numbers=numbers, diagnostic=True)
 
 
 class AlertSink(dg.ConfigurableResource):

@@ -5,6 +5,7 @@ import os
 
 import dagster as dg
 
+from orchestration.alerts import EmailAlertSink, LogFileAlertSink, WebhookAlertSink, deliver, diagnostic_alert
 from orchestration.resources import RetraceResource
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -22,9 +23,13 @@ class LiveSource(dg.Config):
 
 @dg.op(description="Run the streaming job's micro-batches until the landing folder (or the Kafka topic, as it "
                    "was when the run started) is drained.")
-def live_micro_batches(context: dg.OpExecutionContext, config: LiveSource, retrace: RetraceResource):
+def live_micro_batches(context: dg.OpExecutionContext, config: LiveSource, retrace: RetraceResource,
+                       alert_webhook: WebhookAlertSink, alert_email: EmailAlertSink, alert_log: LogFileAlertSink):
     # the live job; imported lazily so the code location loads without Spark
     from jobs.stream import run_kafka_stream, run_stream
+
+    sinks = [alert_webhook, alert_email, alert_log]
+    alerts = lambda d: deliver(diagnostic_alert(d), sinks, context.log)  # noqa: E731 - diagnostics as they start
 
     if config.kafka_bootstrap:
         if not config.topic:
@@ -32,13 +37,38 @@ def live_micro_batches(context: dg.OpExecutionContext, config: LiveSource, retra
         result = run_kafka_stream(retrace.spark(), config.kafka_bootstrap, config.topic, retrace.lake,
                                   retrace.policy(), trust_create_time=config.trust_create_time,
                                   max_records_per_batch=config.max_records_per_batch or None, until_idle=True,
-                                  clock="system", jobs=retrace.source_jobs(), fields=retrace.source_fields())
+                                  clock="system", jobs=retrace.source_jobs(), fields=retrace.source_fields(),
+                                  on_diagnostic=alerts)
     else:
         result = run_stream(retrace.spark(), retrace.landing, retrace.lake, retrace.policy(), max_batches=None,
                             until_idle=True, clock="system", partitions=retrace.partitions,
-                            jobs=retrace.source_jobs(), fields=retrace.source_fields())
-    summary = dataclasses.asdict(result)
-    yield dg.Output(None, metadata={"summary": dg.MetadataValue.json(_plain(summary))})
+                            jobs=retrace.source_jobs(), fields=retrace.source_fields(), on_diagnostic=alerts)
+    summary, lag = dataclasses.asdict(result), lag_metadata(result.reports)
+    if lag:  # on the journal asset's page: how far behind the live run was
+        yield dg.AssetObservation(asset_key="journal", metadata=lag)
+    yield dg.Output(None, metadata={"summary": dg.MetadataValue.json(_plain(summary)), **lag})
+
+
+def lag_metadata(reports) -> dict:
+    """The run's processing lag as metadata: the last batch's backlog and delays, the worst processing-time
+    delay, and a table of every batch (the whole record is the target's `lag` table)."""
+    if not reports:
+        return {}
+    last = reports[-1]
+    delays = [r.processing_delay_s for r in reports if r.processing_delay_s is not None]
+    fmt = lambda v: "n/a" if v is None else f"{v:.1f}"  # noqa: E731
+    rows = ["| batch | trigger | rows | clock rows | backlog | processing delay (s) | arrival delay (s) | seconds |",
+            "|---|---|---|---|---|---|---|---|"]
+    rows += [f"| {r.batch} | {r.trigger} | {r.rows} | {r.clock_rows} | {'n/a' if r.backlog is None else r.backlog} "
+             f"| {fmt(r.processing_delay_s)} | {fmt(r.watermark_delay_s)} | {r.seconds:.1f} |" for r in reports[-50:]]
+    out = {"batches": len(reports), "backlog": last.backlog, "batch_seconds": round(last.seconds, 2),
+           "lag": dg.MetadataValue.md("\n".join(rows))}
+    if delays:
+        out["processing_delay_s"] = round(delays[-1], 1)
+        out["max_processing_delay_s"] = round(max(delays), 1)
+    if last.watermark_delay_s is not None:
+        out["arrival_delay_s"] = round(last.watermark_delay_s, 1)
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _plain(value):

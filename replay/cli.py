@@ -142,6 +142,8 @@ def cmd_stream(a) -> int:
 
     policy = Policy.from_yaml(a.policy)
     jobs, fields = _source_jobs(a)
+    watch = {"heartbeat_seconds": a.heartbeat_seconds, "never_seen_delay": a.never_seen_delay,
+             "silent_after": a.silent_after, "on_diagnostic": _diagnostic_alerts()}
     with locks.hold(locks.journal_lock(a.lake), "replay stream", wait=a.wait), \
             locks.hold(locks.target_lock(a.lake, check_target(a.target)), "replay stream", wait=a.wait):
         if a.kafka_bootstrap:
@@ -153,18 +155,29 @@ def cmd_stream(a) -> int:
             s = run_kafka_stream(_spark(), a.kafka_bootstrap, a.topic, a.lake, policy, target=a.target,
                                  trust_create_time=a.trust_create_time, max_records_per_batch=a.max_records_per_batch,
                                  max_batches=a.max_batches, clock=a.clock, until_idle=a.until_idle,
-                                 partitions=a.partitions, trigger_seconds=a.trigger_seconds, jobs=jobs, fields=fields)
+                                 partitions=a.partitions, trigger_seconds=a.trigger_seconds, jobs=jobs, fields=fields,
+                                 **watch)
         else:
             if a.topic or a.trust_create_time or a.max_records_per_batch:
                 raise ValueError("--topic, --trust-create-time and --max-records-per-batch need --kafka-bootstrap")
             s = run_stream(_spark(), a.landing, a.lake, policy, target=a.target,
                            max_files_per_batch=a.max_files_per_batch, max_bytes_per_batch=a.max_bytes_per_batch,
                            max_batches=a.max_batches, clock=a.clock, until_idle=a.until_idle, partitions=a.partitions,
-                           trigger_seconds=a.trigger_seconds, jobs=jobs, fields=fields)
+                           trigger_seconds=a.trigger_seconds, jobs=jobs, fields=fields, **watch)
     print(json.dumps({"target": a.target, "batches": s.batches, "rows": s.rows, "clock_rows": s.clock_rows,
                       "seconds": round(s.seconds, 2),
                       "batch_seconds": [round(r.seconds, 2) for r in s.reports]}, indent=2))
     return 0
+
+
+def _diagnostic_alerts():
+    """The live job's diagnostics, alerted through the sinks the code location configures from the environment
+    (RETRACE_ALERT_WEBHOOK_URL, RETRACE_ALERT_SMTP_*, RETRACE_ALERT_LOG)."""
+    from orchestration.alerting import RESOURCES
+    from orchestration.alerts import deliver, diagnostic_alert
+
+    sinks = list(RESOURCES.values())
+    return lambda d: deliver(diagnostic_alert(d), sinks)
 
 
 def _source_jobs(a):
@@ -283,6 +296,13 @@ def parser() -> argparse.ArgumentParser:
                    help="stop when every landing file (or every record the topic held at start) is journaled")
     s.add_argument("--partitions", type=int,
                    help="the source's partition count (needed the first time; recorded with the journal)")
+    s.add_argument("--heartbeat-seconds", type=float,
+                   help="with no data for this long, journal clock rows and decide them (default: --trigger-seconds; "
+                        "0: none; system clock only)")
+    s.add_argument("--never-seen-delay", type=float, default=5.0, metavar="SECONDS",
+                   help="a partition that never had a row gets clock rows at processing time minus this")
+    s.add_argument("--silent-after", type=float, default=300.0, metavar="SECONDS",
+                   help="a partition with no event for this long while others progress is not progressing (alerted)")
     _wait_argument(s)
     s.set_defaults(fn=cmd_stream)
     h = sub.add_parser("hash", help="order-independent content hash of a target's outputs")

@@ -42,16 +42,21 @@ class TopicInfo:
     timestamp_type: str  # message.timestamp.type: CreateTime or LogAppendTime
 
 
-def describe(spark: SparkSession, bootstrap: str, topic: str, timeout_s: int = 30) -> TopicInfo:
-    """The topic's partition count and timestamp type, from the broker's metadata (kafka-clients' Admin,
-    through py4j in the driver JVM, which has kafka-clients on its classpath with Spark's Kafka source)."""
-    jvm = spark.sparkContext._jvm
+def _admin(jvm, bootstrap: str, timeout_s: int):
+    """kafka-clients' Admin in the driver JVM (on its classpath with Spark's Kafka source), through py4j."""
     props = jvm.java.util.Properties()
     props.setProperty("bootstrap.servers", bootstrap)
     props.setProperty("default.api.timeout.ms", str(timeout_s * 1000))
     props.setProperty("request.timeout.ms", str(timeout_s * 1000))
+    return jvm.org.apache.kafka.clients.admin.Admin.create(props)
+
+
+def describe(spark: SparkSession, bootstrap: str, topic: str, timeout_s: int = 30) -> TopicInfo:
+    """The topic's partition count and timestamp type, from the broker's metadata (kafka-clients' Admin,
+    through py4j in the driver JVM, which has kafka-clients on its classpath with Spark's Kafka source)."""
+    jvm = spark.sparkContext._jvm
     seconds = jvm.java.util.concurrent.TimeUnit.SECONDS
-    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    admin = _admin(jvm, bootstrap, timeout_s)
     try:
         try:
             names = jvm.java.util.Collections.singletonList(topic)
@@ -68,6 +73,25 @@ def describe(spark: SparkSession, bootstrap: str, topic: str, timeout_s: int = 3
     finally:
         admin.close()
     return TopicInfo(topic, int(partitions), str(timestamp_type))
+
+
+def end_offsets(spark: SparkSession, bootstrap: str, topic: str, partitions: list[int],
+                timeout_s: int = 10) -> dict[int, int]:
+    """The offset the next record of each partition will get (Admin.listOffsets latest); {} when the broker
+    does not answer within `timeout_s` (the backlog is then unknown, not an error of the live job)."""
+    jvm = spark.sparkContext._jvm
+    admin = _admin(jvm, bootstrap, timeout_s)
+    try:
+        latest = jvm.org.apache.kafka.clients.admin.OffsetSpec.latest()
+        wanted = jvm.java.util.HashMap()
+        for p in partitions:
+            wanted.put(jvm.org.apache.kafka.common.TopicPartition(topic, p), latest)
+        found = admin.listOffsets(wanted).all().get(timeout_s, jvm.java.util.concurrent.TimeUnit.SECONDS)
+        return {p: int(found.get(jvm.org.apache.kafka.common.TopicPartition(topic, p)).offset()) for p in partitions}
+    except Exception:  # noqa: BLE001 - py4j's error for a broker that does not answer: the backlog is unknown
+        return {}
+    finally:
+        admin.close()
 
 
 def check_arrival_time(info: TopicInfo, trust_create_time: bool) -> None:

@@ -162,6 +162,11 @@ def test_a_record_that_is_not_json_is_a_malformed_dead_letter_with_its_bytes(spa
     assert sorted(bad) == [1, 2]
     dead = default_store().read(spark, runner.output_path(lake, "production", "dead_letters"))
     assert {(r["seq"], r["reason"]) for r in dead.collect()} == {(bad[p]["seq"], "malformed") for p in (1, 2)}
+    # the lag table: a row per partition of the topic, its backlog in records past the journaled offset
+    lag = default_store().read(spark, runner.output_path(lake, "production", "lag")).collect()
+    assert sorted(r["partition"] for r in lag) == list(range(PARTITIONS))
+    assert {(r["backlog"], r["backlog_unit"]) for r in lag} == {(0, "records")}
+    assert all(r["bytes"] > 0 for r in lag if r["partition"] < 3)
 
 
 def test_a_create_time_topic_is_refused_with_a_one_line_reason(spark, kafka_broker, tmp_path):
@@ -197,7 +202,11 @@ def test_the_dagster_live_job_reads_a_topic_given_in_its_config(spark, kafka_bro
     produce(kafka_broker, topic, 40, 0.5, seed=8)
     lake = str(tmp_path / "lake")
     config = {"ops": {"live_micro_batches": {"config": {"kafka_bootstrap": kafka_broker.bootstrap, "topic": topic}}}}
-    result = live_job.execute_in_process(run_config=config, resources={"retrace": RetraceResource(lake=lake)})
+    from orchestration.alerts import EmailAlertSink, LogFileAlertSink, WebhookAlertSink
+
+    sinks = {"alert_webhook": WebhookAlertSink(), "alert_email": EmailAlertSink(),
+             "alert_log": LogFileAlertSink(path=str(tmp_path / "alerts.jsonl"))}
+    result = live_job.execute_in_process(run_config=config, resources={"retrace": RetraceResource(lake=lake), **sinks})
     assert result.success
     (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
     assert output.event_specific_data.metadata["summary"].data["rows"] >= 40  # events, and clock rows if any

@@ -68,6 +68,13 @@ def test_live_outputs_equal_a_replay_of_the_live_journal(spark, short_landing, t
     assert summary.batches == -(-SHORT_FILES // per_batch)
     runner.run(spark, lake, POLICY, target="replayed")
     assert target_hash(spark, lake, "production") == target_hash(spark, lake, "replayed")
+    # the late input events diagnostics count every late decision once, whatever the batch sizes
+    store = default_store()
+    late = store.read(spark, runner.output_path(lake, "replayed", "decisions")).where(
+        F.array_contains("reasons", "late")).count()
+    diagnosed = store.read(spark, runner.output_path(lake, "production", "diagnostics")).where(
+        "kind = 'late_input_events'").agg(F.sum("count")).first()[0]
+    assert late > 0 and diagnosed == late
 
 
 def test_every_landing_row_is_journaled_exactly_once(spark, landing, live_lake):
