@@ -8,8 +8,12 @@ import pytest
 def spark():
     from replay.spark import get_spark
 
+    # the status store keeps every SQL execution's plan (1000 by default) even with the UI off: over the
+    # ~300 tests the driver's heap filled (93% old generation late in a full run); keep few
     session = get_spark("retrace-tests", conf={"spark.sql.shuffle.partitions": "2",
-                                                "spark.default.parallelism": "2"})
+                                                "spark.default.parallelism": "2",
+                                                "spark.sql.ui.retainedExecutions": "20",
+                                                "spark.ui.retainedJobs": "50", "spark.ui.retainedStages": "50"})
     yield session
     session.stop()
 
