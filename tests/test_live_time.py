@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import functions as F
