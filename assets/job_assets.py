@@ -14,7 +14,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from assets.outputs import OUTPUTS, iso
+from assets.outputs import OUTPUTS, diff_metadata, iso
 from assets.partitions import HOURLY
 from orchestration.resources import RetraceResource
 from replay.jobs import Job, JobError
@@ -127,7 +127,8 @@ def job_outputs(job: Job) -> dg.AssetsDefinition:
             df = store.read(spark, path)
             # metrics are recomputed over the whole target; the other tables count the rows of the range
             rows = df.count() if name == "metrics" else in_range(df, name, summary.seq_from, summary.seq_to).count()
-            extra = {"target_hash": target_hash(spark, root, target)} if name == "decisions" else {}
+            extra = ({"target_hash": target_hash(spark, root, target),
+                      **diff_metadata(spark, retrace.lake, target, start, end, this)} if name == "decisions" else {})
             yield dg.MaterializeResult(asset_key=[job.name, name], metadata={
                 **common, "rows": rows, **extra, "path": dg.MetadataValue.path(path)})
 

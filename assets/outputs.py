@@ -28,6 +28,24 @@ class ReplayConfig(dg.Config):
                                             "the production policy's, e.g. {late_arrival_tolerance: 30s}")
 
 
+def diff_metadata(spark, lake: str, target: str, start: str, end: str, job=None) -> dict:
+    """A shadow target's run shows how it differs from production over the same range (`replay diff`):
+    the decided-differently count, a Markdown table and the whole report. Nothing for production itself, or
+    when production has not been replayed."""
+    from replay.diff import diff, markdown
+    from replay.jobs import job_root
+    from replay.runner import output_path
+    from replay.store import default_store
+
+    if target == "production" or not default_store().exists(output_path(job_root(lake, job), "production",
+                                                                         "decisions")):
+        return {}
+    report = diff(spark, lake, "production", target, start=start, end=end, job=job)
+    return {"decided_differently": report.changed, "identical_to_production": report.identical,
+            "diff_vs_production": dg.MetadataValue.md(markdown(report)),
+            "diff": dg.MetadataValue.json(report.to_dict())}
+
+
 def iso(d) -> str:
     return d.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -65,7 +83,8 @@ def replay_outputs(context: dg.AssetExecutionContext, config: ReplayConfig, retr
         df = store.read(spark, output_path(retrace.lake, target, name))
         # metrics are recomputed over the whole target; the other tables count the rows of the range
         rows = df.count() if name == "metrics" else in_range(df, name, summary.seq_from, summary.seq_to).count()
-        extra = {"target_hash": target_hash(spark, retrace.lake, target)} if name == "decisions" else {}
+        extra = ({"target_hash": target_hash(spark, retrace.lake, target),
+                  **diff_metadata(spark, retrace.lake, target, start, end)} if name == "decisions" else {})
         yield dg.MaterializeResult(asset_key=name, metadata={**common, "rows": rows, **extra,
                                                              "path": dg.MetadataValue.path(
                                                                  output_path(retrace.lake, target, name))})

@@ -2,7 +2,8 @@
 
 Assets replay arrival hours (backfill a range from the asset graph: one Spark run per range); the live
 job runs on new landing data; the recovery schedule verifies and repairs the last day; the maintenance
-schedule compacts and vacuums the Delta tables; the data-quality
+schedule compacts and vacuums the Delta tables; the advice schedule refreshes each job's tolerance advice
+(`assets.advice`); the data-quality
 checks and alert sensors come from `assets.checks` and `orchestration.alerting`.
 
 Every job of the jobs folder (`jobs.catalog.folder()`: RETRACE_JOBS, else jobs/examples) is a group of
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets.advice import advice_asset, advice_schedule
 from assets.checks import CHECKS, job_checks
 from assets.job_assets import job_outputs
 from assets.journal import journal
@@ -27,12 +29,14 @@ from replay.jobs import load_folder
 
 JOBS = list(load_folder(folder()).jobs.values())  # a JobError here names the file: the location fails with it
 RECOVERIES = [job_recovery(job) for job in JOBS]
+ADVICE = [advice_asset(), *(advice_asset(job) for job in JOBS)]
+ADVICE_JOB, ADVICE_SCHEDULE = advice_schedule(ADVICE)
 
 defs = dg.Definitions(
-    assets=[journal, replay_outputs, *(job_outputs(job) for job in JOBS)],
+    assets=[journal, replay_outputs, *(job_outputs(job) for job in JOBS), *ADVICE],
     asset_checks=[*CHECKS, *(check for job in JOBS for check in job_checks(job))],
-    jobs=[live_job, recovery_job, maintenance_job, *(r.job for r in RECOVERIES)],
-    schedules=[recovery_schedule, maintenance_schedule, *(r.schedule for r in RECOVERIES)],
+    jobs=[live_job, recovery_job, maintenance_job, *(r.job for r in RECOVERIES), ADVICE_JOB],
+    schedules=[recovery_schedule, maintenance_schedule, *(r.schedule for r in RECOVERIES), ADVICE_SCHEDULE],
     sensors=[landing_sensor, *SENSORS],
     resources={"retrace": RetraceResource.from_env(), **RESOURCES},
     # one Spark session per run: steps run in the run's process, not one process (and JVM) per step

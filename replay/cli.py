@@ -1,4 +1,4 @@
-"""The `replay` command: generate, ingest, run, hash, verify, maintain (and the demo that `infra/setup.sh` runs)."""
+"""The `replay` command: generate, ingest, run, hash, verify, diff, advise, maintain (and the demo that `infra/setup.sh` runs)."""
 from __future__ import annotations
 
 import argparse
@@ -207,19 +207,62 @@ def cmd_hash(a) -> int:
 
 
 def cmd_verify(a) -> int:
-    from replay.durations import parse_instant
-    from replay.policy import Policy
     from replay.runner import check_target
     from replay.verify import verify
 
     policy, job = _job(a)  # bad input fails here, before Spark starts
     check_target(a.target)
-    start, end = (None if b is None else parse_instant(b, n) for b, n in ((a.start, "--from"), (a.end, "--to")))
-    if start is not None and end is not None and start >= end:
-        raise ValueError(f"--from {a.start} must be before --to {a.end}")
+    _range(a)
     report = verify(_spark(), a.lake, policy, start=a.start, end=a.end, target=a.target, job=job)
     print(json.dumps(report.to_dict(), indent=2) if a.json else report.text())
     return 0 if report.identical else 1
+
+
+def cmd_diff(a) -> int:
+    from replay.diff import diff
+
+    policy, job = _job(a)
+    if len(a.target) != 2:
+        raise ValueError(f"give --target twice (a and b), got {len(a.target)}")
+    _range(a)
+    report = diff(_spark(), a.lake, a.target[0], a.target[1], start=a.start, end=a.end, job=job)
+    print(json.dumps(report.to_dict(), indent=2) if a.json else report.text())
+    return 0 if report.identical else 1
+
+
+def cmd_advise(a) -> int:
+    import os
+
+    from replay import advice_report
+    from replay.advise import LATE_GRID, OUT_OF_ORDER_GRID, advise
+    from replay.durations import parse_duration
+    from replay.jobs import job_root
+
+    policy, job = _job(a)
+    _range(a)
+    grids = {}
+    for name, text, default in (("--late-grid", a.late_grid, LATE_GRID),
+                                ("--out-of-order-grid", a.out_of_order_grid, OUT_OF_ORDER_GRID)):
+        grids[name] = tuple(g.strip() for g in text.split(",")) if text else default
+        for g in grids[name]:
+            if parse_duration(g, name) < 0:
+                raise ValueError(f"{name}: {g!r} is negative; tolerances are 0s or more")
+    advice = advise(_spark(), a.lake, policy, job=job, start=a.start, end=a.end, completeness=a.completeness,
+                    late_grid=grids["--late-grid"], out_of_order_grid=grids["--out-of-order-grid"])
+    folder = a.out or os.path.join(job_root(a.lake, job), "advice")
+    paths = advice_report.write(advice, folder, with_html=a.html)
+    print(advice["snippet"])
+    print(json.dumps({"recommended": advice["recommended"], "predicted": advice["predicted"], "files": paths},
+                     indent=2))
+    return 0
+
+
+def _range(a) -> None:
+    from replay.durations import parse_instant
+
+    start, end = (None if b is None else parse_instant(b, n) for b, n in ((a.start, "--from"), (a.end, "--to")))
+    if start is not None and end is not None and start >= end:
+        raise ValueError(f"--from {a.start} must be before --to {a.end}")
 
 
 def cmd_maintain(a) -> int:
@@ -238,6 +281,8 @@ def cmd_demo(a) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from replay.advise import LATE_GRID, OUT_OF_ORDER_GRID
+
     p = argparse.ArgumentParser(prog="replay", description="Deterministic replays of event-time streaming jobs.")
     sub = p.add_subparsers(dest="command", required=True)
     g = sub.add_parser("generate", help="write a synthetic landing stream")
@@ -320,6 +365,29 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--target", default="production")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(fn=cmd_verify)
+    f = sub.add_parser("diff", help="what two targets of a job decided differently: events, windows, dead letters, "
+                                    "output delay (exit 0 identical, 1 different, 2 bad input)")
+    f.add_argument("--lake", required=True)
+    _job_arguments(f, "policy YAML of the spec's count/sum job (its targets are compared)")
+    f.add_argument("--target", action="append", default=[], required=True,
+                   help="a target; give it twice: --target production --target whatif")
+    f.add_argument("--from", dest="start", help="ISO arrival time; compare rows arriving from here on")
+    f.add_argument("--to", dest="end", help="ISO arrival time; compare rows arriving before this")
+    f.add_argument("--json", action="store_true", help="print the report as JSON")
+    f.set_defaults(fn=cmd_diff)
+    e = sub.add_parser("advise", help="profile the journal's lateness and recommend tolerances, each candidate "
+                                      "replayed by the engine")
+    e.add_argument("--lake", required=True)
+    _job_arguments(e, "policy YAML of the spec's count/sum job (the starting point of the sweep)")
+    e.add_argument("--from", dest="start", help="ISO arrival time; advise on rows arriving from here on")
+    e.add_argument("--to", dest="end", help="ISO arrival time; advise on rows arriving before this")
+    e.add_argument("--completeness", type=float, default=0.999,
+                   help="the share of events a tolerance must keep untouched (default 0.999)")
+    e.add_argument("--late-grid", help=f"candidate late tolerances, comma-separated (default {','.join(LATE_GRID)})")
+    e.add_argument("--out-of-order-grid", help=f"candidate out-of-order tolerances (default {','.join(OUT_OF_ORDER_GRID)})")
+    e.add_argument("--out", metavar="DIR", help="where advice.json and the plots go (default LAKE[/jobs/JOB]/advice)")
+    e.add_argument("--html", action="store_true", help="also write advice.html with the plots embedded")
+    e.set_defaults(fn=cmd_advise)
     m = sub.add_parser("maintain", help="compact every Delta table of the lake, keep the last checkpoints, "
                                          "vacuum old files")
     m.add_argument("--lake", required=True)

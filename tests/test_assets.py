@@ -1,5 +1,6 @@
 """The assets in process: materializing `journal` ingests the landing folder exactly once, and a replay
-launched with a shadow target and a policy override writes there with that policy, leaving production alone."""
+launched with a shadow target and a policy override writes there with that policy, leaving production alone,
+and shows how it differs from production; the advice asset's run config is such a launch."""
 from __future__ import annotations
 
 import os
@@ -58,3 +59,37 @@ def test_a_shadow_target_with_a_policy_override_leaves_production_alone(spark, r
         set(OUTPUTS)
     assert all(os.path.isdir(output_path(retrace.lake, "shadow-what-if", t)) for t in OUTPUTS)
     assert not os.path.exists(output_path(retrace.lake, "production", "decisions"))
+
+
+def _decided(spark, lake, target):
+    from pyspark.sql import functions as F
+
+    rows = (spark.read.format("delta").load(output_path(lake, target, "decisions")).where(F.col("kind") == "event")
+            .select("seq", "action", "reasons", "timestamp").collect())
+    return {r["seq"]: (r["action"], list(r["reasons"]), r["timestamp"]) for r in rows}
+
+
+def test_the_advice_run_config_replays_a_shadow_target_whose_metadata_is_the_diff_with_production(spark, retrace):
+    from assets.advice import advice_asset
+
+    dg.materialize([journal], partition_key=HOUR, resources={"retrace": retrace})
+    production = dg.materialize([replay_outputs], partition_key=HOUR, resources={"retrace": retrace})
+    assert production.success and "decided_differently" not in _metadata(production, "decisions")
+
+    grids = {"late_grid": ["5s", "10m", "30m"], "out_of_order_grid": ["0s", "5s"]}
+    advised = dg.materialize([advice_asset()], resources={"retrace": retrace}, run_config={
+        "ops": {"advice": {"config": {"completeness": 0.99, **grids}}}})
+    assert advised.success
+    [m] = advised.asset_materializations_for_node("advice")
+    meta = {k: v.value for k, v in m.metadata.items()}
+    assert meta["late_arrival_tolerance"] in grids["late_grid"] and os.path.isfile(meta["report"])
+    assert "| late_arrival_tolerance |" in meta["sweeps"]
+
+    shadow = dg.materialize([replay_outputs], partition_key=HOUR, resources={"retrace": retrace},
+                            run_config=meta["what_if_run_config"])
+    assert shadow.success
+    m = _metadata(shadow, "decisions")
+    a, b = _decided(spark, retrace.lake, "production"), _decided(spark, retrace.lake, "advice")
+    assert set(a) == set(b)
+    assert m["decided_differently"] == sum(a[seq] != b[seq] for seq in a) > 0
+    assert "decided differently" in m["diff_vs_production"]

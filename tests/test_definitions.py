@@ -26,6 +26,7 @@ ASSETS = {"journal", "decisions", "windows", "dead_letters", "watermarks", "metr
 OUTPUTS = ASSETS - {"journal"}
 JOBS = ("device_minute", "region_alarms")  # the jobs of jobs/examples
 JOB_ASSETS = {f"{job}/{table}" for job in JOBS for table in OUTPUTS}
+ADVICE = {"advice", *(f"{job}/advice" for job in JOBS)}
 
 
 def _graph():
@@ -47,14 +48,16 @@ def test_workspace_loads_the_definitions_file():
                                                         "working_directory": "."}}]}
 
 
-def test_the_assets_are_journal_the_five_outputs_and_five_per_job():
+def test_the_assets_are_journal_the_five_outputs_and_five_per_job_and_their_advice():
     keys = {k.to_user_string() for k in _graph().get_all_asset_keys()}
-    assert keys == ASSETS | JOB_ASSETS
+    assert keys == ASSETS | JOB_ASSETS | ADVICE
 
 
-def test_every_asset_is_hourly_by_arrival_with_a_single_run_backfill_policy():
+def test_every_asset_but_the_advice_is_hourly_by_arrival_with_a_single_run_backfill_policy():
     graph = _graph()
     for key in graph.get_all_asset_keys():
+        if key.to_user_string() in ADVICE:
+            continue
         node = graph.get(key)
         assert node.partitions_def == HOURLY, key
         assert node.backfill_policy == dg.BackfillPolicy.single_run(), key
@@ -110,13 +113,27 @@ def test_jobs_schedules_and_sensors():
     assert {"live", "recovery", "maintenance", *(f"{job}_recovery" for job in JOBS)} <= \
         {j.name for j in repo.get_all_jobs()}
     assert {s.name: s.job_name for s in repo.schedule_defs} == {
-        "recovery_schedule": "recovery", "maintenance_schedule": "maintenance",
+        "recovery_schedule": "recovery", "maintenance_schedule": "maintenance", "advice_schedule": "advice_daily",
         **{f"{job}_recovery_schedule": f"{job}_recovery" for job in JOBS}}
     sensors = {s.name for s in repo.sensor_defs}
     assert sensors == {"landing_sensor", *(s.name for s in SENSORS)}
     assert repo.get_sensor_def("landing_sensor").job_name == "live"
     schedule = repo.get_schedule_def("recovery_schedule")
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+
+
+def test_the_advice_of_every_job_is_refreshed_daily_over_the_day_before():
+    graph, repo = _graph(), defs.get_repository_def()
+    for key in ADVICE:
+        node = graph.get(dg.AssetKey.from_user_string(key))
+        assert node.partitions_def is None and node.parent_keys == {dg.AssetKey("journal")}, key
+        assert node.group_name == (key.split("/")[0] if "/" in key else "retrace"), key
+    schedule = repo.get_schedule_def("advice_schedule")
+    assert (schedule.cron_schedule, schedule.execution_timezone) == ("0 4 * * *", "UTC")
+    with dg.build_schedule_context(scheduled_execution_time=datetime(2024, 3, 5, 4, 0, tzinfo=timezone.utc)) as c:
+        request = schedule.evaluate_tick(c).run_requests[0]
+    day = {"config": {"end": "2024-03-05T00:00:00Z", "hours": 24}}
+    assert request.run_config == {"ops": {"advice": day, **{f"{job}__advice": day for job in JOBS}}}
 
 
 def test_each_job_is_recovered_daily_by_its_own_recovery_job():
