@@ -86,8 +86,8 @@ def advise(spark: SparkSession, lake: str, policy: Policy, job: Job | None = Non
         rows.unpersist()
     chosen = {"late_arrival_tolerance": best_late["tolerance"], "out_of_order_tolerance": best_order["tolerance"]}
     notes = [f"no {name} candidate meets completeness {completeness}; the largest tried is given"
-             for name, sweep, best in (("late_arrival_tolerance", late, best_late),
-                                       ("out_of_order_tolerance", ordered, best_order)) if not best["meets"]]
+             for name, best in (("late_arrival_tolerance", best_late), ("out_of_order_tolerance", best_order))
+             if not best["meets"]]
     return {
         "job": job.name if job else "default", "from": start, "to": end, "seq_from": lo, "seq_to": hi,
         "completeness": completeness, "events": prof["events"], "profile": prof,

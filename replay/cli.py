@@ -220,8 +220,9 @@ def cmd_verify(a) -> int:
 
 def cmd_diff(a) -> int:
     from replay.diff import diff
+    from replay.jobs import load_folder
 
-    policy, job = _job(a)
+    job = load_folder(_jobs_folder(a)).job(a.job) if a.job else None  # the tables alone: no policy needed
     if len(a.target) != 2:
         raise ValueError(f"give --target twice (a and b), got {len(a.target)}")
     _range(a)
@@ -368,7 +369,8 @@ def parser() -> argparse.ArgumentParser:
     f = sub.add_parser("diff", help="what two targets of a job decided differently: events, windows, dead letters, "
                                     "output delay (exit 0 identical, 1 different, 2 bad input)")
     f.add_argument("--lake", required=True)
-    _job_arguments(f, "policy YAML of the spec's count/sum job (its targets are compared)")
+    f.add_argument("--job", help="a job of the jobs folder (default: the spec's job)")
+    f.add_argument("--jobs", metavar="DIR", help="the jobs folder (default $RETRACE_JOBS, else jobs/examples)")
     f.add_argument("--target", action="append", default=[], required=True,
                    help="a target; give it twice: --target production --target whatif")
     f.add_argument("--from", dest="start", help="ISO arrival time; compare rows arriving from here on")
