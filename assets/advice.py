@@ -64,7 +64,7 @@ def advice_asset(job: Optional[Job] = None) -> dg.AssetsDefinition:
         paths = advice_report.write(advice, os.path.join(job_root(retrace.lake, job), "advice"), with_html=True)
         return dg.MaterializeResult(metadata={
             "events": advice["events"], "completeness": config.completeness,
-            **{k: v for k, v in advice["recommended"].items()},
+            **advice["recommended"],
             "predicted_adjusted_share": advice["predicted"]["adjusted_share"],
             "snippet": dg.MetadataValue.md(f"```yaml\n{advice['snippet']}\n```"),
             "sweeps": dg.MetadataValue.md(advice_report.markdown(advice)),

@@ -11,6 +11,8 @@ import os
 
 import matplotlib
 
+from replay.diff import number
+
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -83,7 +85,7 @@ def markdown(advice: dict) -> str:
         for r in advice[key]:
             d = r["delay"]
             lines.append(f"| {r['tolerance']} | {r['touched']} | {r['share']:.4%} | {r['adjusted']} | {r['dropped']} "
-                         f"| {_num(d['p50'])} | {_num(d['p99'])} | {'yes' if r['meets'] else 'no'} |")
+                         f"| {number(d['p50'])} | {number(d['p99'])} | {'yes' if r['meets'] else 'no'} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -103,12 +105,12 @@ def page(advice: dict, plots: dict[str, str]) -> str:
     sweeps = ""
     for key, name in (("late_sweep", "late_arrival_tolerance"), ("out_of_order_sweep", "out_of_order_tolerance")):
         sweeps += f"<h3>{name}</h3>" + table(
-            [[r["tolerance"], r["touched"], f"{r['share']:.4%}", r["adjusted"], r["dropped"], _num(r["delay"]["p50"]),
-              _num(r["delay"]["p99"]), "yes" if r["meets"] else "no"] for r in advice[key]],
+            [[r["tolerance"], r["touched"], f"{r['share']:.4%}", r["adjusted"], r["dropped"], number(r["delay"]["p50"]),
+              number(r["delay"]["p99"]), "yes" if r["meets"] else "no"] for r in advice[key]],
             [name, "events touched", "share", "adjusted", "dropped", "delay p50 (s)", "delay p99 (s)", "meets"])
     prof = advice["profile"]
     quantiles = ["p50", "p90", "p99", "p99.9", "max"]
-    profile_rows = [[scope, measure, s[measure]["positive"], *[_num(s[measure][q]) for q in quantiles]]
+    profile_rows = [[scope, measure, s[measure]["positive"], *[number(s[measure][q]) for q in quantiles]]
                     for scope, s in [("all", prof["overall"]), *sorted(prof["partitions"].items(), key=lambda kv: int(kv[0]))]
                     for measure in ("lateness", "out_of_order", "early", "silence")]
     p = advice["predicted"]
@@ -122,7 +124,7 @@ img{{max-width:48%;margin-right:1%}}</style></head><body>
 {html.escape(str(advice['to'] or 'the end'))}; completeness target {advice['completeness']}.</p>
 <h2>Recommended policy</h2><pre>{html.escape(advice['snippet'])}</pre>
 <p>A replay with it adjusts {p['adjusted']} and drops {p['dropped']} of {p['events']} events
-({p['adjusted_share']:.4%} adjusted); windows are emitted {_num(p['delay']['p50'])} s (median) after they end.</p>
+({p['adjusted_share']:.4%} adjusted); windows are emitted {number(p['delay']['p50'])} s (median) after they end.</p>
 {''.join(f'<p>{html.escape(n)}</p>' for n in advice['notes'])}
 <h2>Trade-off and lateness</h2>{img(plots['tradeoff.png'])}{img(plots['lateness.png'])}
 <h2>Candidates (each a replay by the engine)</h2>{sweeps}
@@ -130,6 +132,3 @@ img{{max-width:48%;margin-right:1%}}</style></head><body>
 </body></html>
 """
 
-
-def _num(v) -> str:
-    return "-" if v is None else f"{v:g}"

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from replay import engine, journal
-from replay.diff import emission_delay
+from replay.diff import emission_delay, quantile_label
 from replay.durations import parse_duration
 from replay.jobs import Job
 from replay.policy import Policy
@@ -115,7 +115,7 @@ def outcome(rows: DataFrame, policy: Policy, job: Job | None, partitions) -> dic
                        *[count(F.col("action") == a).alias(a) for a in ("accepted", "adjusted", "dropped", "quarantined")],
                        *[count(F.array_contains("reasons", r)).alias(r) for r in ("late", "out_of_order", "early")]
                        ).first().asDict()
-        s["delay"] = emission_delay(out.windows, out.decisions.select("seq", "arrival_time"))
+        s["delay"] = emission_delay(out.windows, out.decisions)
     finally:
         out.unpersist()
     n = s["events"] or 1
@@ -170,12 +170,8 @@ def _stats(r) -> dict:
     out = {"events": r["events"]}
     for c in ("lateness", "out_of_order", "early", "silence"):
         q = r[f"{c}_q"] or [None] * len(QUANTILES)
-        out[c] = {"positive": r[f"{c}_n"], **{_label(p): None if v is None else round(v, 6) for p, v in zip(QUANTILES, q)}}
+        out[c] = {"positive": r[f"{c}_n"], **{quantile_label(p): None if v is None else round(v, 6) for p, v in zip(QUANTILES, q)}}
     return out
-
-
-def _label(q: float) -> str:
-    return "max" if q == 1.0 else f"p{q * 100:g}"
 
 
 def snippet(chosen: dict, late: dict, ordered: dict, completeness: float) -> str:

@@ -313,8 +313,7 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="replay the journal into a target's output tables")
     r.add_argument("--lake", required=True)
     _job_arguments(r, "policy YAML with the spec's field names (the spec's count/sum job)")
-    r.add_argument("--from", dest="start", help="ISO arrival time; replay rows arriving from here on")
-    r.add_argument("--to", dest="end", help="ISO arrival time; replay rows arriving before this")
+    _range_arguments(r, "replay")
     r.add_argument("--target", default="production")
     _wait_argument(r)
     r.set_defaults(fn=cmd_run)
@@ -361,8 +360,7 @@ def parser() -> argparse.ArgumentParser:
                                       "(exit 0 identical, 1 different, 2 bad input)")
     v.add_argument("--lake", required=True)
     _job_arguments(v, "policy YAML the target was produced with (the spec's count/sum job)")
-    v.add_argument("--from", dest="start", help="ISO arrival time; verify rows arriving from here on")
-    v.add_argument("--to", dest="end", help="ISO arrival time; verify rows arriving before this")
+    _range_arguments(v, "verify")
     v.add_argument("--target", default="production")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(fn=cmd_verify)
@@ -373,16 +371,14 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--jobs", metavar="DIR", help="the jobs folder (default $RETRACE_JOBS, else jobs/examples)")
     f.add_argument("--target", action="append", default=[], required=True,
                    help="a target; give it twice: --target production --target whatif")
-    f.add_argument("--from", dest="start", help="ISO arrival time; compare rows arriving from here on")
-    f.add_argument("--to", dest="end", help="ISO arrival time; compare rows arriving before this")
+    _range_arguments(f, "compare")
     f.add_argument("--json", action="store_true", help="print the report as JSON")
     f.set_defaults(fn=cmd_diff)
     e = sub.add_parser("advise", help="profile the journal's lateness and recommend tolerances, each candidate "
                                       "replayed by the engine")
     e.add_argument("--lake", required=True)
     _job_arguments(e, "policy YAML of the spec's count/sum job (the starting point of the sweep)")
-    e.add_argument("--from", dest="start", help="ISO arrival time; advise on rows arriving from here on")
-    e.add_argument("--to", dest="end", help="ISO arrival time; advise on rows arriving before this")
+    _range_arguments(e, "advise on")
     e.add_argument("--completeness", type=float, default=0.999,
                    help="the share of events a tolerance must keep untouched (default 0.999)")
     e.add_argument("--late-grid", help=f"candidate late tolerances, comma-separated (default {','.join(LATE_GRID)})")
@@ -403,6 +399,12 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--policy")
     d.set_defaults(fn=cmd_demo)
     return p
+
+
+def _range_arguments(p: argparse.ArgumentParser, verb: str) -> None:
+    """`--from`/`--to`: an arrival-time range [from, to) of the journal (checked by `_range`)."""
+    p.add_argument("--from", dest="start", help=f"ISO arrival time; {verb} rows arriving from here on")
+    p.add_argument("--to", dest="end", help=f"ISO arrival time; {verb} rows arriving before this")
 
 
 def _wait_argument(p: argparse.ArgumentParser) -> None:

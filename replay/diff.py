@@ -68,12 +68,12 @@ class DiffReport:
         lines += [f"    e.g. only in {s['side']}: {_short(s['window'])}" for s in w["samples"]]
         lines.append("  dead letters by reason (a / b): " + (", ".join(
             f"{r} {v['a']} / {v['b']}" for r, v in self.dead_letters.items()) or "none"))
-        header = f"  {'output delay (s)':<18}" + "".join(f"{_label(q):>10}" for q in QUANTILES) + f"{'flushed':>10}"
+        header = f"  {'output delay (s)':<18}" + "".join(f"{quantile_label(q):>10}" for q in QUANTILES) + f"{'flushed':>10}"
         lines.append(header)
         for side in ("a", "b"):
             d = self.delay[side]
             lines.append(f"  {side + ': ' + getattr(self, side):<18}" + "".join(
-                f"{_num(d[_label(q)]):>10}" for q in QUANTILES) + f"{d['flushed']:>10}")
+                f"{number(d[quantile_label(q)]):>10}" for q in QUANTILES) + f"{d['flushed']:>10}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -92,8 +92,6 @@ def diff(spark: SparkSession, lake: str, a: str, b: str, start: str | None = Non
     tables = {side: {name: in_range(store.read(spark, output_path(root, target, name)), name, lo, hi)
                      for name in ("decisions", "windows", "dead_letters")}
               for side, target in (("a", a), ("b", b))}
-    arrivals = {side: store.read(spark, output_path(root, target, "decisions")).select("seq", "arrival_time")
-                for side, target in (("a", a), ("b", b))}
     changed = changed_events(tables["a"]["decisions"], tables["b"]["decisions"]).cache()
     try:
         events = tables["a"]["decisions"].where(F.col("kind") == "event").count()
@@ -108,7 +106,7 @@ def diff(spark: SparkSession, lake: str, a: str, b: str, start: str | None = Non
     report = DiffReport(job.name if job else "default", a, b, start, end, events, n_changed, transitions, sample,
                         window_differences(tables["a"]["windows"], tables["b"]["windows"], aggregates),
                         _dead_letters(tables["a"]["dead_letters"], tables["b"]["dead_letters"]),
-                        {side: emission_delay(tables[side]["windows"], arrivals[side]) for side in ("a", "b")})
+                        {side: emission_delay(tables[side]["windows"], tables[side]["decisions"]) for side in ("a", "b")})
     only = events - tables["b"]["decisions"].where(F.col("kind") == "event").count()
     if only:
         report.notes.append(f"{abs(only)} more events in {a if only > 0 else b}: the targets cover different "
@@ -188,18 +186,19 @@ def _dead_letters(a: DataFrame, b: DataFrame) -> dict:
     return dict(sorted(counts.items(), key=lambda kv: str(kv[0])))
 
 
-def emission_delay(windows: DataFrame, arrivals: DataFrame) -> dict:
+def emission_delay(windows: DataFrame, decisions: DataFrame) -> dict:
     """How long after its end each window was emitted, in arrival time: the arrival of the row that closed it
-    minus `window_end`. Windows flushed at the end of the journal (emitted_at null) are counted apart."""
+    (from the decisions table) minus `window_end`. Windows flushed at the end of the journal (emitted_at null)
+    are counted apart."""
     emitted = windows.where(F.col("emitted_at").isNotNull()).join(
-        arrivals.withColumnRenamed("seq", "emitted_at"), "emitted_at", "left")
+        decisions.select(F.col("seq").alias("emitted_at"), "arrival_time"), "emitted_at", "left")
     seconds = (F.unix_micros("arrival_time") - F.unix_micros("window_end")) / 1e6
     s = emitted.agg(F.count("*").alias("n"), F.percentile(seconds, list(QUANTILES)).alias("q"),
                     F.avg(seconds).alias("mean")).first()
     out = {"windows": s["n"], "mean": None if s["mean"] is None else round(s["mean"], 6),
            "flushed": windows.where(F.col("emitted_at").isNull()).count()}
     for q, v in zip(QUANTILES, s["q"] or [None] * len(QUANTILES)):
-        out[_label(q)] = None if v is None else round(v, 6)
+        out[quantile_label(q)] = None if v is None else round(v, 6)
     return out
 
 
@@ -213,11 +212,11 @@ def markdown(report: DiffReport) -> str:
     lines += ["", "| windows | count |", "| --- | ---: |"]
     lines += [f"| {k.replace('_', ' ')} | {w[k]} |" for k in ("compared", "only_in_a", "only_in_b",
                                                               "aggregates_differ", "emitted_differ")]
-    lines += ["", "| output delay (s) | " + " | ".join(_label(q) for q in QUANTILES) + " | flushed |",
+    lines += ["", "| output delay (s) | " + " | ".join(quantile_label(q) for q in QUANTILES) + " | flushed |",
               "| --- |" + " ---: |" * (len(QUANTILES) + 1)]
     for side in ("a", "b"):
         d = report.delay[side]
-        lines.append(f"| {getattr(report, side)} | " + " | ".join(_num(d[_label(q)]) for q in QUANTILES)
+        lines.append(f"| {getattr(report, side)} | " + " | ".join(number(d[quantile_label(q)]) for q in QUANTILES)
                      + f" | {d['flushed']} |")
     if report.dead_letters:
         lines += ["", "| dead letters | a | b |", "| --- | ---: | ---: |"]
@@ -225,11 +224,13 @@ def markdown(report: DiffReport) -> str:
     return "\n".join(lines)
 
 
-def _label(q: float) -> str:
+def quantile_label(q: float) -> str:
+    """p50, p99.9, max: the key of a quantile in every report."""
     return "max" if q == 1.0 else f"p{q * 100:g}"
 
 
-def _num(v) -> str:
+def number(v) -> str:
+    """A report's number as text, '-' for none."""
     return "-" if v is None else f"{v:g}"
 
 
