@@ -2,7 +2,8 @@
 
 Every watermark is a running maximum. Rows are cut into chunks of consecutive `seq`; a small table of
 each chunk's maxima gives every chunk its starting values, and then each chunk computes its running
-maxima on its own (window functions over `chunk`). One shuffle, and no task needs all rows.
+maxima on its own (window functions over `chunk`). One shuffle, and no task needs all rows. Nothing
+carries a column per partition: the cost is the same for 8 partitions or 512.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from replay.state import KEYS_SCHEMA, PartitionState, State
 
 
 CHUNK_ROWS = 250_000  # seq values per chunk: a chunk is one task of the watermark pass
-LATEST = "latest"  # prefix of the per-partition running watermarks a pass leaves on its rows
+END = 2**62  # a seq after every row: "never", for a partition that does not move again
 
 
 def chunk_column(size: int = CHUNK_ROWS) -> Column:
@@ -34,6 +35,7 @@ class Starts:
     first: int
     values: dict  # timeline key -> [start of chunk first, first + 1, ...]
     ends: dict = field(default_factory=dict)  # timeline key -> its value after the last chunk
+    present: frozenset = frozenset()  # (chunk, key) pairs with rows
 
     @property
     def last(self) -> int:
@@ -42,7 +44,8 @@ class Starts:
     @classmethod
     def from_maxima(cls, maxima: list[tuple[int, object, int | None]], keys: list,
                     span: tuple[int, int] | None = None, initial: dict | None = None) -> "Starts":
-        """`initial`: each timeline's value before the first chunk (the state of earlier rows)."""
+        """`maxima`: (chunk, key, max) for every (chunk, key) with rows (max None when nothing counted).
+        `initial`: each timeline's value before the first chunk (the state of earlier rows)."""
         chunks = [c for c, _, _ in maxima]
         first, last = span or ((min(chunks), max(chunks)) if chunks else (0, 0))
         table = {(c, k): v for c, k, v in maxima if v is not None}
@@ -54,23 +57,30 @@ class Starts:
                 if (c, key) in table:
                     acc = max(acc, table[(c, key)])
             values[key], ends[key] = starts, acc
-        return cls(first, values, ends)
+        return cls(first, values, ends, frozenset((c, k) for c, k, _ in maxima))
 
-    def name(self, key, prefix: str) -> str:
-        return f"{prefix}{list(self.values).index(key)}"
+    def own(self, rows: DataFrame, name: str) -> DataFrame:
+        """Adds `name`: the start value of the row's own partition in the row's chunk (a broadcast join with
+        the small chunks x partitions table; rows keep their partitioning)."""
+        table = [(self.first + i, k, v[i]) for k, v in self.values.items() for i in range(len(v))]
+        small = rows.sparkSession.createDataFrame(table, f"chunk int, partition int, {name} long")
+        return rows.join(F.broadcast(small), ["chunk", "partition"], "left").fillna(NEG, [name])
 
-    def attach(self, rows: DataFrame, prefix: str) -> DataFrame:
-        """Adds one column per timeline (`prefix` + its index) holding its start value in the row's chunk:
-        a broadcast join with the small chunks x timelines table, which keeps the generated code small."""
-        names = [self.name(k, prefix) for k in self.values]
-        table = [(self.first + i, *[self.values[k][i] for k in self.values]) for i in range(self.last - self.first + 1)]
-        schema = ", ".join(["chunk int", *[f"{n} long" for n in names]])
-        return rows.join(F.broadcast(rows.sparkSession.createDataFrame(table, schema)), "chunk")
+    def caps(self) -> dict[int, int]:
+        """Per chunk: the least start value of the partitions without rows in it (they stay there all
+        chunk long, so the merged watermark cannot pass it); chunks where every partition has rows are left out."""
+        caps = {}
+        for i in range(self.last - self.first + 1):
+            c = self.first + i
+            quiet = [v[i] for k, v in self.values.items() if (c, k) not in self.present]
+            if quiet:
+                caps[c] = min(quiet)
+        return caps
 
     def combine(self, other: "Starts") -> "Starts":
         """Element-wise maximum of two tables over the same chunks (a watermark of two running maxima)."""
         return Starts(self.first, {k: [max(a, b) for a, b in zip(v, other.values[k])] for k, v in self.values.items()},
-                      {k: max(v, other.ends[k]) for k, v in self.ends.items()})
+                      {k: max(v, other.ends[k]) for k, v in self.ends.items()}, self.present | other.present)
 
 
 def _upto(*keys: str):
@@ -84,14 +94,6 @@ def _before(*keys: str):
 def _running_max(c: Column, window, start: Column | None = None) -> Column:
     running = F.coalesce(F.max(c).over(window), F.lit(NEG))
     return running if start is None else F.greatest(running, start)
-
-
-def _own_partition(starts: Starts, prefix: str) -> Column:
-    """The start value of the row's own partition in the row's chunk (after `starts.attach`)."""
-    expr = F.lit(NEG)
-    for p in starts.values:
-        expr = F.when(F.col("partition") == p, F.col(starts.name(p, prefix))).otherwise(expr)
-    return expr
 
 
 @dataclass
@@ -121,12 +123,13 @@ def _source_partitions(seen, state: State, partitions: list[int] | None) -> list
     return sorted(set(partitions or ()) | set(state.partitions) | set(seen))
 
 
-def _by_partition(values: dict, default) -> Column:
-    """A per-partition constant (few partitions): a CASE over the row's partition."""
-    expr = F.lit(default)
-    for p, v in values.items():
-        expr = F.when(F.col("partition") == p, F.lit(v)).otherwise(expr)
-    return expr
+def _by_partition(rows: DataFrame, values: dict, name: str, default) -> DataFrame:
+    """Adds `name`: a per-partition constant (e.g. from the state), by a broadcast join, not a CASE with a
+    branch per partition."""
+    if not values:
+        return rows.withColumn(name, F.lit(default))
+    small = rows.sparkSession.createDataFrame(list(values.items()), f"partition int, {name} long")
+    return rows.join(F.broadcast(small), "partition", "left").fillna(default, [name])
 
 
 def _contributions(rows: DataFrame, policy: Policy) -> DataFrame:
@@ -165,33 +168,15 @@ def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int
 
 
 def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts) -> DataFrame:
-    """Scope = partition. One sorted pass per chunk over narrow rows (the journal columns and the row's
-    contribution `c`): each partition's running max of `c` up to the row and before it. The chunk's starting
-    values and the checks come after, so the sort and the window buffer move as few bytes as possible.
-    Leaves each partition's watermark on every row (`latest<i>`: the merged output watermark needs them);
-    the row's own partition's is `wp`, and its value before the row is `w_before`."""
-    checked = _contributions(rows, policy)
+    """Scope = partition: `wp`, the partition's running max of its contribution `c` from the chunk's start
+    value, and `w_before`, its value before the row. One window over (chunk, partition): rows are already
+    clustered by chunk, so this is a sort per chunk, whatever the number of partitions."""
+    checked = _contributions(start.own(rows, "s0"), policy)
     c = F.greatest("floor_c", F.coalesce("event_c", F.lit(NEG)))
-    rows = checked.select(*rows.columns, c.alias("c"))
-    upto, before = _upto("chunk"), _before("chunk")
-    mine = {p: F.when(F.col("partition") == p, F.col("c")) for p in start.values}
-    rows = rows.select(
-        "*",
-        *[F.max(v).over(upto).alias(start.name(p, "upto")) for p, v in mine.items()],
-        *[F.max(v).over(before).alias(start.name(p, "prior")) for p, v in mine.items()],
-    )
-    rows = _contributions(start.attach(rows, "s"), policy)
-
-    def from_start(p, prefix: str) -> Column:  # a running max within the chunk, after the chunk's start value
-        return F.greatest(F.coalesce(start.name(p, prefix), F.lit(NEG)), F.col(start.name(p, "s")))
-
-    rows = rows.select("*", *[from_start(p, "upto").alias(start.name(p, LATEST)) for p in start.values])
-    after, w_before = F.lit(NEG), F.lit(NEG)
-    for p in start.values:
-        own = F.col("partition") == p
-        after = F.when(own, F.col(start.name(p, LATEST))).otherwise(after)
-        w_before = F.when(own, from_start(p, "prior")).otherwise(w_before)
-    decided = ordering_check(rows.select("*", w_before.alias("w_before"), after.alias("wp")), policy)
+    mine = _upto("chunk", "partition")
+    rows = checked.select("*", F.greatest(F.coalesce(F.max(c).over(mine), F.lit(NEG)), F.col("s0")).alias("wp"))
+    prior = F.lag("wp").over(Window.partitionBy("chunk", "partition").orderBy("seq"))
+    decided = ordering_check(rows.select("*", F.coalesce(prior, F.col("s0")).alias("w_before")), policy)
     return decided.withColumn("watermark", F.col("wp"))
 
 
@@ -212,8 +197,8 @@ def _substreams(rows: DataFrame, policy: Policy, floor_start: Starts, state: Sta
     k = keys.select(F.col("chunk").alias("kc"), F.col("partition").alias("kp"), F.col("key").alias("kk"), "e0")
     on = (F.col("chunk") == F.col("kc")) & (F.col("partition") == F.col("kp")) & F.col("key").eqNullSafe(F.col("kk"))
     rows = rows.join(k, on, "left").drop("kc", "kp", "kk").fillna(NEG, ["e0"])
-    rows = floor_start.attach(rows, "f")
-    f0 = _own_partition(floor_start, "f")
+    rows = floor_start.own(rows, "f0")
+    f0 = F.col("f0")
     scope = ("chunk", "partition", "key")
     rows = rows.select(
         "*",
@@ -237,16 +222,17 @@ def _punctuated(rows: DataFrame, policy: Policy, state: State, partitions: list[
     strategy: Punctuated = policy.watermark
     before = {p: state.partition(p) for p in state.partitions}
     if strategy.every is None:
-        n = F.count(F.when(F.col("passed"), 1)).over(_upto("partition")) + _by_partition(
-            {p: s.counted for p, s in before.items()}, 0)
+        rows = _by_partition(rows, {p: s.counted for p, s in before.items()}, "counted0", 0)
+        n = F.count(F.when(F.col("passed"), 1)).over(_upto("partition")) + F.col("counted0")
         flagged = rows.withColumn("punct", F.col("passed") & (n % strategy.every_events == 0)).withColumn(
-            "ref", F.lit(None).cast("long"))
+            "ref", F.lit(None).cast("long")).drop("counted0")
     else:
         schema = StructType([*rows.schema.fields, StructField("punct", BooleanType()), StructField("ref", LongType())])
         initial = {p: (s.counted, s.ref) for p, s in before.items()}
         flagged = rows.groupBy("partition").applyInPandas(_sequential_punctuations(strategy, initial), schema)
     value = F.when(F.col("punct"), F.col("t") - strategy.delay)
-    wp0 = _by_partition({p: s.wp for p, s in before.items()}, NEG)
+    flagged = _by_partition(flagged, {p: s.wp for p, s in before.items()}, "wp0", NEG)
+    wp0 = F.col("wp0")
     flagged = flagged.select(
         "*",
         _running_max(value, _upto("partition"), wp0).alias("wp"),
@@ -306,22 +292,55 @@ def output_watermark(decided: DataFrame, policy: Policy, wp_start: Starts,
     if policy.independent:
         if raise_start is None:
             return decided.withColumn("output_watermark", F.col("wp"))
-        raised = _running_max(F.col("raise"), _upto("partition"), _by_partition(raised_before or {}, NEG))
-        return decided.withColumn("output_watermark", F.greatest("wp", raised))
-    in_chunk = _upto("chunk")
-    names = [wp_start.name(p, LATEST) for p in wp_start.values]
-    if set(names) <= set(decided.columns):  # the watermark pass left each partition's running value
-        latest = [F.col(n) for n in names]
-    else:
-        decided = wp_start.attach(decided, "o")
-        latest = [_running_max(F.when(F.col("partition") == p, F.col("wp")), in_chunk, F.col(wp_start.name(p, "o")))
-                  for p in wp_start.values]
-    merged = F.least(*latest) if len(latest) > 1 else latest[0]
+        decided = _by_partition(decided, raised_before or {}, "raised0", NEG)
+        raised = _running_max(F.col("raise"), _upto("partition"), F.col("raised0"))
+        return decided.withColumn("output_watermark", F.greatest("wp", raised)).drop("raised0")
+    decided = merged(decided, wp_start)
     if raise_start is None:
-        return decided.withColumn("output_watermark", merged)
-    decided = raise_start.attach(decided, "r")
-    raised = _running_max(F.col("raise"), in_chunk, F.col(raise_start.name("raise", "r")))
-    return decided.withColumn("output_watermark", F.greatest(merged, raised))
+        return decided.withColumnRenamed("merged", "output_watermark")
+    decided = _at_chunk(decided, raise_start, "raise", "r0")
+    raised = _running_max(F.col("raise"), _upto("chunk"), F.col("r0"))
+    return decided.select("*", F.greatest("merged", raised).alias("output_watermark")).drop("merged", "r0")
+
+
+def merged(decided: DataFrame, start: Starts) -> DataFrame:
+    """Adds `merged`: min over all partitions of their `wp` after the row, without a column per partition.
+
+    Every partition's `wp` is a non-decreasing step function of seq, so the minimum exceeds v from the
+    first row by which every partition has passed v. Per chunk, each step of a partition (a value, and the
+    seq of the partition's next row: where it leaves that value) gives, in value order, a running max of
+    that seq, `at`: the minimum exceeds v from row `at` on. A row's minimum is then the least step value
+    whose `at` is after the row (a running min in descending seq order). Partitions without rows in a chunk
+    cap it at their start value. Sorts and running maxima only: O(n log n), whatever the partitions."""
+    rows = start.own(decided, "_s0")
+    mine = Window.partitionBy("chunk", "partition").orderBy("seq")
+    before, after = F.coalesce(F.lag("wp").over(mine), F.col("_s0")), F.lead("seq").over(mine)
+    step = "struct<v: bigint, nxt: bigint>"
+    left = F.struct(before.alias("v"), F.col("seq").alias("nxt")).cast(step)  # the value the row leaves
+    last = F.when(after.isNull(), F.struct(F.col("wp").alias("v"), F.lit(END).alias("nxt"))).cast(step)
+    steps = (rows.select("chunk", F.array_compact(F.array(left, last)).alias("_steps"))
+             .select("chunk", F.inline("_steps")))
+    by_value = Window.partitionBy("chunk").orderBy("v").rangeBetween(Window.unboundedPreceding, Window.currentRow)
+    points = (steps.select("chunk", "v", F.max("nxt").over(by_value).alias("_at"))
+              .groupBy("chunk", "_at").agg(F.min("v").alias("_v")))
+    tagged = rows.drop("_s0").withColumn("_at", F.col("seq")).withColumn("_row", F.lit(True))
+    union = tagged.unionByName(points.withColumn("_row", F.lit(False)), allowMissingColumns=True)
+    down = (Window.partitionBy("chunk").orderBy(F.col("_at").desc(), F.col("_row").desc())
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    out = union.select("*", F.min("_v").over(down).alias("merged")).where(F.col("_row")).drop("_at", "_row", "_v")
+    caps = start.caps()
+    if not caps:
+        return out
+    cap = rows.sparkSession.createDataFrame(list(caps.items()), "chunk int, _cap long")
+    return (out.join(F.broadcast(cap), "chunk", "left")
+            .withColumn("merged", F.least("merged", F.coalesce("_cap", F.col("merged")))).drop("_cap"))
+
+
+def _at_chunk(rows: DataFrame, start: Starts, key, name: str) -> DataFrame:
+    """Adds `name`: timeline `key`'s start value in the row's chunk (a broadcast join)."""
+    table = [(start.first + i, v) for i, v in enumerate(start.values[key])]
+    small = rows.sparkSession.createDataFrame(table, f"chunk int, {name} long")
+    return rows.join(F.broadcast(small), "chunk", "left").fillna(NEG, [name])
 
 
 def raise_starts(raises: DataFrame, span: Starts, before: int = NEG) -> Starts:
@@ -339,7 +358,7 @@ def timeline(decisions: DataFrame, resolution_us: int = 1_000_000, before: dict[
     reached = {p: w // resolution_us for p, w in (before or {}).items() if w > NEG}
     # one min_by per column, not one over a struct: fixed-width buffers keep this a hash aggregation
     return (
-        decisions.where((F.col("wp") > NEG) & (step > _by_partition(reached, NEG)))
+        _by_partition(decisions, reached, "_reached", NEG).where((F.col("wp") > NEG) & (step > F.col("_reached")))
         .groupBy("partition", step.alias("step"))
         .agg(F.min("seq").alias("seq"),
              *[F.min_by(c, "seq").alias(c) for c in ("arrival", "wp", "output_watermark")])
