@@ -1,13 +1,15 @@
 """Throughput of Retrace's ingest and replay, next to a plain Spark scan and Spark Structured Streaming.
 
     python bench/replay_bench.py --events 10000000 [--partitions 8] [--keys 10000] [--files 100]
-                                 [--work DIR] [--files-per-batch 10]
+                                 [--work DIR] [--files-per-batch 10] [--job jobs/examples/device_minute.yaml]
 
 One run, one local SparkSession: generate a parquet landing stream, ingest it into the journal, replay
 it (tumbling 1 min windows per key), scan the journal (warm), copy it (read + write Parquet, warm: the
 floor for anything that writes a row per journal row), and run a Structured Streaming query
 doing the same windowed count over the landing files. Events/s per step go to stdout; the LAST line
-is one JSON object (events, ingest_s, replay_s, scan_s, structured_streaming_s, ...).
+is one JSON object (events, ingest_s, replay_s, scan_s, structured_streaming_s, ...). `--job` also replays
+a user's job (e.g. one with several aggregates) over the same journal, generated in the "sensors" shape
+so the example jobs find their fields. Peak RSS of the driver (Python and its JVM) is reported at the end.
 
 Structured Streaming advances its watermark only between micro-batches (and one early event moves
 it for everything after), so the events its emitted windows cover (`ss_events_in_windows`) depend on
@@ -38,7 +40,7 @@ def generate_step(landing: str, args) -> dict:
     from replay.generate import generate
 
     return generate(landing, args.events, partitions=args.partitions, keys=args.keys, files=args.files,
-                    seed=args.seed, fmt="parquet")
+                    seed=args.seed, fmt="parquet", shape="sensors" if args.job else "basic")
 
 
 def ingest_step(spark, landing: str, lake: str):
@@ -52,6 +54,35 @@ def replay_step(spark, lake: str):
     from replay.runner import run
 
     return run(spark, lake, Policy.from_yaml(POLICY), target="production")
+
+
+def job_step(spark, lake: str, path: str):
+    from replay.jobs import load_folder
+    from replay.runner import run
+
+    catalog = load_folder(os.path.dirname(os.path.abspath(path)))
+    job = next(j for j in catalog.jobs.values() if os.path.abspath(str(j.origin)) == os.path.abspath(path))
+    return job.name, run(spark, lake, job.policy, target="production", job=job)
+
+
+def peak_rss_mib(spark) -> dict:
+    """The high-water mark of resident memory of this Python process and of the driver's JVM (local mode:
+    a child process of this one), from /proc: what the driver held at most during the run."""
+    import resource
+
+    out = {"python": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+            with open(f"/proc/{pid}/cmdline") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if int(status.get("PPid", "0").strip()) == os.getpid() and "java" in cmd and "VmHWM" in status:
+            out["jvm"] = int(status["VmHWM"].split()[0]) / 1024
+    return {k: round(v) for k, v in out.items()}
 
 
 def scan_step(spark, lake: str) -> tuple[float, int]:
@@ -115,7 +146,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--files-per-batch", type=int, default=10, help="maxFilesPerTrigger of the Structured Streaming run")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", help="work folder (kept); default: a temporary folder, removed at the end")
+    ap.add_argument("--job", help="also replay this job file (its folder's sources.yaml names its fields)")
     args = ap.parse_args(argv)
+    if args.job and not os.path.isfile(args.job):
+        ap.error(f"--job: no such file {args.job!r}")
     if args.files_per_batch < 1:
         ap.error(f"--files-per-batch must be > 0, got {args.files_per_batch}")
 
@@ -136,6 +170,10 @@ def main(argv=None) -> dict:
         print(f"ingest               {rate(n, ingest_s)}", flush=True)
         replay_s, _ = timed(replay_step, spark, lake)
         print(f"replay               {rate(n, replay_s)}", flush=True)
+        job_s, job_name = None, None
+        if args.job:
+            job_s, (job_name, _) = timed(job_step, spark, lake, args.job)
+            print(f"replay job {job_name:<10}{rate(n, job_s)}", flush=True)
         scan_s, journal_rows = scan_step(spark, lake)
         print(f"scan journal (warm)  {rate(n, scan_s)}  ({journal_rows:,} journal rows)", flush=True)
         copy_s = copy_step(spark, lake, work)
@@ -153,12 +191,18 @@ def main(argv=None) -> dict:
             "replay_over_structured_streaming": round(replay_s / ss["seconds"], 2),
             "ss_events_in_windows": ss["events_in_windows"], "ss_windows": ss["windows"], "ss_batches": ss["batches"],
             "journal_rows": journal_rows, "partitions": args.partitions, "keys": args.keys, "files": args.files,
-            "files_per_batch": args.files_per_batch,
+            "files_per_batch": args.files_per_batch, "peak_rss_mib": peak_rss_mib(spark),
         }
+        if job_s is not None:
+            result.update({"job": job_name, "job_replay_s": round(job_s, 3),
+                           "job_over_structured_streaming": round(job_s / ss["seconds"], 2)})
         print(f"replay / scan                 {result['replay_over_scan']:.2f}x the time")
         print(f"copy / scan                   {result['copy_over_scan']:.2f}x the time")
         print(f"replay / copy                 {result['replay_over_copy']:.2f}x the time")
         print(f"replay / structured streaming {result['replay_over_structured_streaming']:.2f}x the time")
+        if job_s is not None:
+            print(f"job {job_name} / structured streaming {result['job_over_structured_streaming']:.2f}x the time")
+        print(f"peak RSS of the driver (MiB)  {result['peak_rss_mib']}")
         print(json.dumps(result), flush=True)
         return result
     finally:
