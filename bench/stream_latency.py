@@ -1,11 +1,13 @@
 """End-to-end latency of the live job: landing file written -> its micro-batch's outputs committed.
 
-    python bench/stream_latency.py [--files 10] [--events-per-file 1000]
+    python bench/stream_latency.py [--files 10] [--events-per-file 1000] [--soak 20]
 
 Generates the files in a staging folder, starts `replay stream` (system clock, one file per batch,
 1 s trigger) on an empty landing folder, then drops the files in one at a time (atomic rename), each
 once the previous one is committed, and times each from its rename to its batch's last commit.
-The last line is one JSON object.
+With `--soak K` (and --files >= 2K + 1, e.g. `--files 200 --soak 20`) it also compares the median latency
+of the last K batches with that of the first K after the first one (target: within 1.2x), so the cost of a
+batch does not grow with the history behind it. The last line is one JSON object.
 """
 from __future__ import annotations
 
@@ -27,7 +29,10 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=10)
     ap.add_argument("--events-per-file", type=int, default=1000)
     ap.add_argument("--work", default=None)
+    ap.add_argument("--soak", type=int, default=0, help="compare the median of the last K batches with the first K")
     args = ap.parse_args()
+    if args.soak and args.files < 2 * args.soak + 1:
+        ap.error(f"--soak {args.soak} needs --files >= {2 * args.soak + 1}, got {args.files}")
     from jobs.demo import DEFAULT_POLICY
     from jobs.stream import run_stream
     from replay.generate import generate
@@ -71,6 +76,12 @@ def main() -> None:
               "first_s": round(latencies[0], 2), "median_s": round(statistics.median(steady), 2),
               "min_s": round(min(steady), 2), "max_s": round(max(steady), 2),
               "batch_median_s": round(statistics.median(r.seconds for r in committed[1:] or committed), 2)}
+    if args.soak:
+        first, last = statistics.median(steady[:args.soak]), statistics.median(steady[-args.soak:])
+        result.update({"soak_first_median_s": round(first, 2), "soak_last_median_s": round(last, 2),
+                       "soak_last_over_first": round(last / first, 2)})
+        print(f"median latency, last {args.soak} / first {args.soak} batches: {last / first:.2f}x "
+              f"({last:.2f} s / {first:.2f} s; target: at most 1.2x)")
     print(json.dumps(result))
 
 
