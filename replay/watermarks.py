@@ -20,11 +20,11 @@ from replay.state import KEYS_SCHEMA, PartitionState, State
 
 
 CHUNK_ROWS = 250_000  # seq values per chunk: a chunk is one task of the watermark pass
-END = 2**62  # a seq after every row: "never", for a partition that does not move again
+END = 2**61  # a seq after every row (and twice it still fits a long)
 
 
-def chunk_column(size: int = CHUNK_ROWS) -> Column:
-    return F.floor(F.col("seq") / size).cast("int")
+def chunk_column(size: int | None = None) -> Column:
+    return F.floor(F.col("seq") / (size or CHUNK_ROWS)).cast("int")
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,6 @@ class Starts:
     first: int
     values: dict  # timeline key -> [start of chunk first, first + 1, ...]
     ends: dict = field(default_factory=dict)  # timeline key -> its value after the last chunk
-    present: frozenset = frozenset()  # (chunk, key) pairs with rows
 
     @property
     def last(self) -> int:
@@ -57,7 +56,7 @@ class Starts:
                 if (c, key) in table:
                     acc = max(acc, table[(c, key)])
             values[key], ends[key] = starts, acc
-        return cls(first, values, ends, frozenset((c, k) for c, k, _ in maxima))
+        return cls(first, values, ends)
 
     def own(self, rows: DataFrame, name: str) -> DataFrame:
         """Adds `name`: the start value of the row's own partition in the row's chunk (a broadcast join with
@@ -66,21 +65,16 @@ class Starts:
         small = rows.sparkSession.createDataFrame(table, f"chunk int, partition int, {name} long")
         return rows.join(F.broadcast(small), ["chunk", "partition"], "left").fillna(NEG, [name])
 
-    def caps(self) -> dict[int, int]:
-        """Per chunk: the least start value of the partitions without rows in it (they stay there all
-        chunk long, so the merged watermark cannot pass it); chunks where every partition has rows are left out."""
-        caps = {}
-        for i in range(self.last - self.first + 1):
-            c = self.first + i
-            quiet = [v[i] for k, v in self.values.items() if (c, k) not in self.present]
-            if quiet:
-                caps[c] = min(quiet)
-        return caps
+    def lowest_after(self) -> dict[int, int]:
+        """Per chunk: the least value of any timeline after the chunk (each key's start of the next chunk)."""
+        n = self.last - self.first + 1
+        return {self.first + i: min(v[i + 1] if i + 1 < n else self.ends[k] for k, v in self.values.items())
+                for i in range(n)}
 
     def combine(self, other: "Starts") -> "Starts":
         """Element-wise maximum of two tables over the same chunks (a watermark of two running maxima)."""
         return Starts(self.first, {k: [max(a, b) for a, b in zip(v, other.values[k])] for k, v in self.values.items()},
-                      {k: max(v, other.ends[k]) for k, v in self.ends.items()}, self.present | other.present)
+                      {k: max(v, other.ends[k]) for k, v in self.ends.items()})
 
 
 def _upto(*keys: str):
@@ -169,15 +163,21 @@ def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int
 
 def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts) -> DataFrame:
     """Scope = partition: `wp`, the partition's running max of its contribution `c` from the chunk's start
-    value, and `w_before`, its value before the row. One window over (chunk, partition): rows are already
-    clustered by chunk, so this is a sort per chunk, whatever the number of partitions."""
-    checked = _contributions(start.own(rows, "s0"), policy)
+    value, and `w_before`, its value before the row. One window operator over (chunk, partition): rows are
+    already clustered by chunk, so this is a sort per chunk, whatever the number of partitions. The sorts
+    (and the merged output watermark's) move narrow rows, the journal columns and `c`: the checks are
+    computed again after them, which is cheaper than moving their columns."""
     c = F.greatest("floor_c", F.coalesce("event_c", F.lit(NEG)))
-    mine = _upto("chunk", "partition")
-    rows = checked.select("*", F.greatest(F.coalesce(F.max(c).over(mine), F.lit(NEG)), F.col("s0")).alias("wp"))
-    prior = F.lag("wp").over(Window.partitionBy("chunk", "partition").orderBy("seq"))
-    decided = ordering_check(rows.select("*", F.coalesce(prior, F.col("s0")).alias("w_before")), policy)
-    return decided.withColumn("watermark", F.col("wp"))
+    narrow = _contributions(rows, policy).select(*rows.columns, c.alias("c"))
+    narrow = narrow.select("*", F.max("c").over(_upto("chunk", "partition")).alias("_upto"),
+                           F.max("c").over(_before("chunk", "partition")).alias("_prior"))
+    narrow = start.own(narrow, "s0").select(
+        *rows.columns,
+        F.greatest(F.coalesce("_upto", F.lit(NEG)), F.col("s0")).alias("wp"),
+        F.greatest(F.coalesce("_prior", F.lit(NEG)), F.col("s0")).alias("w_before"))
+    if not policy.independent:
+        narrow = merged(narrow, start, before="w_before")
+    return ordering_check(_contributions(narrow, policy), policy).withColumn("watermark", F.col("wp"))
 
 
 def _substreams(rows: DataFrame, policy: Policy, floor_start: Starts, state: State) -> tuple[DataFrame, DataFrame]:
@@ -295,7 +295,8 @@ def output_watermark(decided: DataFrame, policy: Policy, wp_start: Starts,
         decided = _by_partition(decided, raised_before or {}, "raised0", NEG)
         raised = _running_max(F.col("raise"), _upto("partition"), F.col("raised0"))
         return decided.withColumn("output_watermark", F.greatest("wp", raised)).drop("raised0")
-    decided = merged(decided, wp_start)
+    if "merged" not in decided.columns:  # the bounded pass computes it on its narrow rows
+        decided = merged(decided, wp_start)
     if raise_start is None:
         return decided.withColumnRenamed("merged", "output_watermark")
     decided = _at_chunk(decided, raise_start, "raise", "r0")
@@ -303,37 +304,33 @@ def output_watermark(decided: DataFrame, policy: Policy, wp_start: Starts,
     return decided.select("*", F.greatest("merged", raised).alias("output_watermark")).drop("merged", "r0")
 
 
-def merged(decided: DataFrame, start: Starts) -> DataFrame:
+def merged(decided: DataFrame, start: Starts, before: str | None = None) -> DataFrame:
     """Adds `merged`: min over all partitions of their `wp` after the row, without a column per partition.
 
     Every partition's `wp` is a non-decreasing step function of seq, so the minimum exceeds v from the
-    first row by which every partition has passed v. Per chunk, each step of a partition (a value, and the
-    seq of the partition's next row: where it leaves that value) gives, in value order, a running max of
-    that seq, `at`: the minimum exceeds v from row `at` on. A row's minimum is then the least step value
-    whose `at` is after the row (a running min in descending seq order). Partitions without rows in a chunk
-    cap it at their start value. Sorts and running maxima only: O(n log n), whatever the partitions."""
-    rows = start.own(decided, "_s0")
-    mine = Window.partitionBy("chunk", "partition").orderBy("seq")
-    before, after = F.coalesce(F.lag("wp").over(mine), F.col("_s0")), F.lead("seq").over(mine)
-    step = "struct<v: bigint, nxt: bigint>"
-    left = F.struct(before.alias("v"), F.col("seq").alias("nxt")).cast(step)  # the value the row leaves
-    last = F.when(after.isNull(), F.struct(F.col("wp").alias("v"), F.lit(END).alias("nxt"))).cast(step)
-    steps = (rows.select("chunk", F.array_compact(F.array(left, last)).alias("_steps"))
-             .select("chunk", F.inline("_steps")))
-    by_value = Window.partitionBy("chunk").orderBy("v").rangeBetween(Window.unboundedPreceding, Window.currentRow)
-    points = (steps.select("chunk", "v", F.max("nxt").over(by_value).alias("_at"))
-              .groupBy("chunk", "_at").agg(F.min("v").alias("_v")))
-    tagged = rows.drop("_s0").withColumn("_at", F.col("seq")).withColumn("_row", F.lit(True))
-    union = tagged.unionByName(points.withColumn("_row", F.lit(False)), allowMissingColumns=True)
-    down = (Window.partitionBy("chunk").orderBy(F.col("_at").desc(), F.col("_row").desc())
-            .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    out = union.select("*", F.min("_v").over(down).alias("merged")).where(F.col("_row")).drop("_at", "_row", "_v")
-    caps = start.caps()
-    if not caps:
-        return out
-    cap = rows.sparkSession.createDataFrame(list(caps.items()), "chunk int, _cap long")
-    return (out.join(F.broadcast(cap), "chunk", "left")
-            .withColumn("merged", F.least("merged", F.coalesce("_cap", F.col("merged")))).drop("_cap"))
+    first row by which every partition has passed v. Per chunk, each row that raises its partition's `wp`
+    leaves a value (the one before it) at its seq; in value order, a running max of those seqs, `at`, says
+    from which row on the minimum exceeds each value. A row's minimum is the least value whose `at` is after
+    the row (a running min in descending seq order), capped by the least value any partition has at the end
+    of the chunk (`Starts.lowest_after`). Sorts and running extrema only: O(n log n), whatever the partitions.
+    `before`: a column with each row's partition's `wp` before the row, when the caller has it."""
+    rows = decided
+    if before is None:
+        rows = start.own(decided, "_s0")
+        prior = F.lag("wp").over(Window.partitionBy("chunk", "partition").orderBy("seq"))
+        rows = rows.withColumn("_before", F.coalesce(prior, F.col("_s0"))).drop("_s0")
+        before = "_before"
+    steps = rows.where(F.col(before) < F.col("wp")).select("chunk", F.col(before).alias("_v"), F.col("seq").alias("_n"))
+    by_value = Window.partitionBy("chunk").orderBy("_v", "_n").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    # sort key: 2 * seq, rows (odd) before the values (even) left at the same seq: a value counts for later rows
+    points = steps.select("chunk", "_v", (F.max("_n").over(by_value) * 2).alias("_key"))
+    tagged = rows.select("*", (F.col("seq") * 2 + 1).alias("_key"))
+    union = tagged.unionByName(points, allowMissingColumns=True)
+    down = Window.partitionBy("chunk").orderBy(F.col("_key").desc()).rowsBetween(Window.unboundedPreceding, 0)
+    cap = rows.sparkSession.createDataFrame(list(start.lowest_after().items()), "chunk int, _cap long")
+    out = (union.select("*", F.min("_v").over(down).alias("_m")).where(F.col("_key") % 2 == 1)
+           .join(F.broadcast(cap), "chunk", "left"))
+    return out.select(*decided.columns, F.least(F.coalesce("_m", "_cap"), F.col("_cap")).alias("merged"))
 
 
 def _at_chunk(rows: DataFrame, start: Starts, key, name: str) -> DataFrame:

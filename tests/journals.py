@@ -85,9 +85,10 @@ def policies(draw):
 
 
 @st.composite
-def journals(draw):
-    """1-3 partitions, 0-40 rows in seq order; arrivals mostly increasing by whole seconds."""
-    n_partitions = draw(st.integers(1, 3))
+def journals(draw, max_partitions: int = 3):
+    """1-3 partitions (or up to `max_partitions`), 0-40 rows in seq order; arrivals mostly increasing by whole
+    seconds."""
+    n_partitions = draw(st.integers(1, max_partitions))
     n_rows = draw(st.integers(0, 40))
     arrival = START + timedelta(seconds=draw(st.integers(0, 5)))
     next_offset, used = {}, {}

@@ -7,6 +7,7 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 
+from replay import watermarks
 from replay.conformance import engine_case
 from replay.compare import diff
 from tests.examples import examples
@@ -22,6 +23,24 @@ from tests.model import run_model
 )
 @given(policy=policies(), journal=journals())
 def test_engine_matches_model(spark, policy, journal):
+    case = {"name": "random", "policy": policy, "journal": journal}
+    expected = run_model(copy.deepcopy(policy), copy.deepcopy(journal))
+    actual = engine_case(spark, copy.deepcopy(case))
+    problems = diff(expected, actual)
+    assert problems == [], "engine differs from model:\n" + "\n".join(problems) + "\ncase: " + json.dumps(case)
+
+
+@settings(
+    max_examples=examples(12),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(policy=policies(), journal=journals(max_partitions=12))
+def test_engine_matches_model_across_chunks_of_many_partitions(spark, monkeypatch, policy, journal):
+    """Chunks of 4 rows: every chunk starts from the maxima of the chunks before it, and the merged output
+    watermark of up to 12 partitions (most without rows in a given chunk) is found per chunk."""
+    monkeypatch.setattr(watermarks, "CHUNK_ROWS", 4)
     case = {"name": "random", "policy": policy, "journal": journal}
     expected = run_model(copy.deepcopy(policy), copy.deepcopy(journal))
     actual = engine_case(spark, copy.deepcopy(case))
