@@ -20,7 +20,6 @@ from replay.state import KEYS_SCHEMA, PartitionState, State
 
 
 CHUNK_ROWS = 250_000  # seq values per chunk: a chunk is one task of the watermark pass
-END = 2**61  # a seq after every row (and twice it still fits a long)
 
 
 def chunk_column(size: int | None = None) -> Column:
@@ -309,8 +308,8 @@ def merged(decided: DataFrame, start: Starts, before: str | None = None) -> Data
 
     Every partition's `wp` is a non-decreasing step function of seq, so the minimum exceeds v from the
     first row by which every partition has passed v. Per chunk, each row that raises its partition's `wp`
-    leaves a value (the one before it) at its seq; in value order, a running max of those seqs, `at`, says
-    from which row on the minimum exceeds each value. A row's minimum is the least value whose `at` is after
+    leaves a value (the one before it) at its seq; in value order, a running max of those seqs says from
+    which row on the minimum exceeds each value. A row's minimum is the least value whose `at` is after
     the row (a running min in descending seq order), capped by the least value any partition has at the end
     of the chunk (`Starts.lowest_after`). Sorts and running extrema only: O(n log n), whatever the partitions.
     `before`: a column with each row's partition's `wp` before the row, when the caller has it."""
