@@ -65,7 +65,7 @@ def job_step(spark, lake: str, path: str):
     return job.name, run(spark, lake, job.policy, target="production", job=job)
 
 
-def peak_rss_mib(spark) -> dict:
+def peak_rss_mib() -> dict:
     """The high-water mark of resident memory of this Python process and of the driver's JVM (local mode:
     a child process of this one), from /proc: what the driver held at most during the run."""
     import resource
@@ -191,7 +191,7 @@ def main(argv=None) -> dict:
             "replay_over_structured_streaming": round(replay_s / ss["seconds"], 2),
             "ss_events_in_windows": ss["events_in_windows"], "ss_windows": ss["windows"], "ss_batches": ss["batches"],
             "journal_rows": journal_rows, "partitions": args.partitions, "keys": args.keys, "files": args.files,
-            "files_per_batch": args.files_per_batch, "peak_rss_mib": peak_rss_mib(spark),
+            "files_per_batch": args.files_per_batch, "peak_rss_mib": peak_rss_mib(),
         }
         if job_s is not None:
             result.update({"job": job_name, "job_replay_s": round(job_s, 3),

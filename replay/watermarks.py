@@ -61,8 +61,7 @@ class Starts:
         """Adds `name`: the start value of the row's own partition in the row's chunk (a broadcast join with
         the small chunks x partitions table; rows keep their partitioning)."""
         table = [(self.first + i, k, v[i]) for k, v in self.values.items() for i in range(len(v))]
-        small = rows.sparkSession.createDataFrame(table, f"chunk int, partition int, {name} long")
-        return rows.join(F.broadcast(small), ["chunk", "partition"], "left").fillna(NEG, [name])
+        return _with_constants(rows, ["chunk", "partition"], table, name, NEG)
 
     def lowest_after(self) -> dict[int, int]:
         """Per chunk: the least value of any timeline after the chunk (each key's start of the next chunk)."""
@@ -116,13 +115,19 @@ def _source_partitions(seen, state: State, partitions: list[int] | None) -> list
     return sorted(set(partitions or ()) | set(state.partitions) | set(seen))
 
 
+def _with_constants(rows: DataFrame, on: list[str], table: list[tuple], name: str, default: int) -> DataFrame:
+    """Adds `name` (a long) from a small table of (`on` values..., value) rows, by a broadcast join, not a CASE
+    with a branch per key; `default` where the table has no row for the key. Rows keep their partitioning."""
+    schema = ", ".join([*(f"{c} int" for c in on), f"{name} long"])
+    small = rows.sparkSession.createDataFrame(table, schema)
+    return rows.join(F.broadcast(small), on, "left").fillna(default, [name])
+
+
 def _by_partition(rows: DataFrame, values: dict, name: str, default) -> DataFrame:
-    """Adds `name`: a per-partition constant (e.g. from the state), by a broadcast join, not a CASE with a
-    branch per partition."""
+    """Adds `name`: a per-partition constant (e.g. from the state)."""
     if not values:
         return rows.withColumn(name, F.lit(default))
-    small = rows.sparkSession.createDataFrame(list(values.items()), f"partition int, {name} long")
-    return rows.join(F.broadcast(small), "partition", "left").fillna(default, [name])
+    return _with_constants(rows, ["partition"], list(values.items()), name, default)
 
 
 def _contributions(rows: DataFrame, policy: Policy) -> DataFrame:
@@ -326,17 +331,15 @@ def merged(decided: DataFrame, start: Starts, before: str | None = None) -> Data
     tagged = rows.select("*", (F.col("seq") * 2 + 1).alias("_key"))
     union = tagged.unionByName(points, allowMissingColumns=True)
     down = Window.partitionBy("chunk").orderBy(F.col("_key").desc()).rowsBetween(Window.unboundedPreceding, 0)
-    cap = rows.sparkSession.createDataFrame(list(start.lowest_after().items()), "chunk int, _cap long")
-    out = (union.select("*", F.min("_v").over(down).alias("_m")).where(F.col("_key") % 2 == 1)
-           .join(F.broadcast(cap), "chunk", "left"))
+    out = union.select("*", F.min("_v").over(down).alias("_m")).where(F.col("_key") % 2 == 1)
+    out = _with_constants(out, ["chunk"], list(start.lowest_after().items()), "_cap", NEG)  # every chunk has one
     return out.select(*decided.columns, F.least(F.coalesce("_m", "_cap"), F.col("_cap")).alias("merged"))
 
 
 def _at_chunk(rows: DataFrame, start: Starts, key, name: str) -> DataFrame:
     """Adds `name`: timeline `key`'s start value in the row's chunk (a broadcast join)."""
     table = [(start.first + i, v) for i, v in enumerate(start.values[key])]
-    small = rows.sparkSession.createDataFrame(table, f"chunk int, {name} long")
-    return rows.join(F.broadcast(small), "chunk", "left").fillna(NEG, [name])
+    return _with_constants(rows, ["chunk"], table, name, NEG)
 
 
 def raise_starts(raises: DataFrame, span: Starts, before: int = NEG) -> Starts:

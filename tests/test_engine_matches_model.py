@@ -15,14 +15,12 @@ from tests.journals import journals, policies
 from tests.model import run_model
 
 
-@settings(
-    max_examples=examples(25),
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-@given(policy=policies(), journal=journals())
-def test_engine_matches_model(spark, policy, journal):
+def _settings(n: int):
+    return settings(max_examples=examples(n), deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+def _assert_engine_matches_model(spark, policy, journal) -> None:
     case = {"name": "random", "policy": policy, "journal": journal}
     expected = run_model(copy.deepcopy(policy), copy.deepcopy(journal))
     actual = engine_case(spark, copy.deepcopy(case))
@@ -30,19 +28,16 @@ def test_engine_matches_model(spark, policy, journal):
     assert problems == [], "engine differs from model:\n" + "\n".join(problems) + "\ncase: " + json.dumps(case)
 
 
-@settings(
-    max_examples=examples(12),
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+@_settings(25)
+@given(policy=policies(), journal=journals())
+def test_engine_matches_model(spark, policy, journal):
+    _assert_engine_matches_model(spark, policy, journal)
+
+
+@_settings(12)
 @given(policy=policies(), journal=journals(max_partitions=12))
 def test_engine_matches_model_across_chunks_of_many_partitions(spark, monkeypatch, policy, journal):
     """Chunks of 4 rows: every chunk starts from the maxima of the chunks before it, and the merged output
     watermark of up to 12 partitions (most without rows in a given chunk) is found per chunk."""
     monkeypatch.setattr(watermarks, "CHUNK_ROWS", 4)
-    case = {"name": "random", "policy": policy, "journal": journal}
-    expected = run_model(copy.deepcopy(policy), copy.deepcopy(journal))
-    actual = engine_case(spark, copy.deepcopy(case))
-    problems = diff(expected, actual)
-    assert problems == [], "engine differs from model:\n" + "\n".join(problems) + "\ncase: " + json.dumps(case)
+    _assert_engine_matches_model(spark, policy, journal)
