@@ -6,6 +6,7 @@ Everything else in Retrace talks to `TableStore` only. Each commit can carry an 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,12 +22,14 @@ class Replace:
     low: int
     high: int | None = None
     nulls: bool = False
+    instants: bool = False  # `column` is a timestamp; low and high are microseconds since the epoch
 
     def predicate(self) -> str:
         """The rows replaced, as a Delta `replaceWhere` condition."""
-        cond = f"`{self.column}` >= {int(self.low)}"
+        bound = (lambda v: f"timestamp_micros({int(v)})") if self.instants else (lambda v: str(int(v)))  # noqa: E731
+        cond = f"`{self.column}` >= {bound(self.low)}"
         if self.high is not None:
-            cond += f" AND `{self.column}` < {int(self.high)}"
+            cond += f" AND `{self.column}` < {bound(self.high)}"
         return f"(({cond}) OR `{self.column}` IS NULL)" if self.nulls else cond
 
 
@@ -100,6 +103,10 @@ class DeltaStore:
         if mode == "overwrite" and replace is not None:
             raise ValueError(f"replace: {replace} replaces a range; mode 'overwrite' replaces everything, not both")
         log = _delta_log(df.sparkSession, path)
+        if mode == "append" and replace is None and txn is not None:
+            done = _idempotent_append(df, log, txn, metadata)
+            if done is not _SLOW:
+                return done
         before = log.unsafeVolatileSnapshot().version()  # no I/O: the write refreshes the same cached log
         writer = df.write.format("delta").mode("overwrite" if (mode == "overwrite" or replace) else "append")
         if mode == "overwrite":
@@ -113,6 +120,48 @@ class DeltaStore:
         writer.save(path)
         after = log.unsafeVolatileSnapshot().version()
         return int(after) if after > before else None
+
+
+_SLOW = object()  # _idempotent_append cannot take the fast path: write through the DataFrame writer
+
+
+def _idempotent_append(df: DataFrame, log, txn: AppTransaction, metadata: dict | None):
+    """An append tagged with a transaction, committed through the Delta transaction API: the new version,
+    None when `txn` was already committed, or _SLOW to write through `df.write` instead.
+
+    Why: delta-spark 4.4's writer looks the transaction up in a full state reconstruction of the table
+    (three Spark jobs, about 0.5 s per commit here), although the table's checksum file already lists its
+    transactions. This reads them from the checksum, then writes the files and commits them with the same
+    SetTransaction action the writer would add. Only for an existing table of the same schema with a
+    checksum that lists its transactions; anything else takes the writer's path."""
+    jvm = df.sparkSession._jvm
+    snapshot = log.update(False, _none(), _none())
+    if snapshot.version() < 0 or snapshot.schema().simpleString() != df._jdf.schema().simpleString():
+        return _SLOW
+    checksum = snapshot.checksumOpt()
+    listed = checksum.get().setTransactions() if checksum.isDefined() else None
+    if listed is None or not listed.isDefined():
+        return _SLOW
+    committed, found = -1, listed.get().iterator()
+    while found.hasNext():
+        t = found.next()
+        if t.appId() == txn.app_id:
+            committed = t.version()
+    if committed >= txn.version:
+        return None
+    delta, some = jvm.org.apache.spark.sql.delta, jvm.scala.Some
+    transaction = log.startTransaction(_none(), some(snapshot))
+    files = transaction.writeFiles(df._jdf)
+    stamp = delta.actions.SetTransaction(txn.app_id, txn.version, some(jvm.java.lang.Long.valueOf(_millis())))
+    write = getattr(getattr(delta, "DeltaOperations$Write$"), "MODULE$")
+    user = _none() if metadata is None else some(json.dumps(metadata, sort_keys=True, default=str))
+    defaults = [getattr(write, f"apply$default${n}")() for n in range(5, 10)]
+    operation = write.apply(jvm.org.apache.spark.sql.SaveMode.Append, _none(), _none(), user, *defaults)
+    return int(transaction.commit(files.appended(stamp), operation))
+
+
+def _millis() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def _none():

@@ -23,6 +23,27 @@ def test_a_commit_for_a_transaction_already_made_is_not_made_again(spark, tmp_pa
     assert store.transaction_version(path, "another-app") is None
 
 
+def test_appends_tagged_with_transactions_land_once_each_with_their_metadata(spark, tmp_path):
+    store, path = DeltaStore(), str(tmp_path / "t")
+    for batch in (0, 1, 2, 1):  # batch 1 again: a retry after a crash
+        df = spark.createDataFrame([(batch, i) for i in range(3)], "batch long, i long")
+        store.write(df, path, txn=AppTransaction("retrace-test", batch), metadata={"batch": batch})
+    assert sorted(tuple(r) for r in store.read(spark, path).collect()) == [(b, i) for b in range(3) for i in range(3)]
+    history = DeltaTable.forPath(spark, path).history().orderBy("version").collect()
+    assert [(h["operation"], json.loads(h["userMetadata"])["batch"]) for h in history] == [("WRITE", b) for b in range(3)]
+    assert store.transaction_version(path, "retrace-test") == 2
+    assert commit_metadata(spark, path) == {"batch": 2}
+
+
+def test_an_append_tagged_with_a_transaction_is_refused_when_its_schema_differs(spark, tmp_path):
+    store, path = DeltaStore(), str(tmp_path / "t")
+    store.write(spark.createDataFrame([(1,)], "seq long"), path, txn=AppTransaction("retrace-test", 0))
+    with pytest.raises(Exception, match="(?i)schema"):
+        store.write(spark.createDataFrame([(2, "x")], "seq long, key string"), path,
+                    txn=AppTransaction("retrace-test", 1))
+    assert [r["seq"] for r in store.read(spark, path).collect()] == [1]
+
+
 def test_an_overwrite_replaces_the_rows_and_takes_the_new_schema(spark, tmp_path):
     store, path = DeltaStore(), str(tmp_path / "t")
     store.write(spark.createDataFrame([(1,), (2,)], "seq long"), path)
