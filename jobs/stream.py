@@ -368,9 +368,7 @@ def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: J
     store.write(tables["windows"], output_path(root, target, "windows"), txn=txn("windows"),
                 replace=Replace("emitted_at", span["lo"], None, nulls=True), metadata=meta("windows"))
     crash("windows")
-    written = {n: store.read(spark, output_path(root, target, n)) for n in ("decisions", "dead_letters")}
-    store.write(metrics.hourly(written["decisions"], written["dead_letters"]),
-                output_path(root, target, "metrics"), mode="overwrite", metadata=meta("metrics"))
+    _commit_metrics(store, spark, root, target, tables, meta("metrics"))
     state = out.state.advanced(span["hi"])
     signed = signature(policy, job)
     checkpoints.save(spark, root, target, Checkpoint(batch, state, source, signed), store,
@@ -378,6 +376,20 @@ def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: J
     crash("checkpoint")
     out.unpersist()
     return _committed(live, root, target, Checkpoint(batch, state, source, signed))
+
+
+def _commit_metrics(store: TableStore, spark: SparkSession, root: str, target: str, batch: dict, metadata: dict) -> None:
+    """Recompute the metrics of the hours the batch's rows arrived in, from the committed tables (the whole
+    table the first time): a batch's cost does not grow with the history behind it."""
+    path = output_path(root, target, "metrics")
+    written = {n: store.read(spark, output_path(root, target, n)) for n in ("decisions", "dead_letters")}
+    hours = metrics.hours_of(batch["decisions"], batch["dead_letters"]) if store.exists(path) else None
+    if hours is None:
+        store.write(metrics.hourly(written["decisions"], written["dead_letters"]), path, mode="overwrite",
+                    metadata=metadata)
+        return
+    store.write(metrics.hourly_between(written["decisions"], written["dead_letters"], *hours), path,
+                replace=Replace("hour", *hours, instants=True), metadata=metadata)
 
 
 def _committed(live: "LiveJob", root: str, target: str, cp: Checkpoint) -> Checkpoint:

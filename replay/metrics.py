@@ -5,9 +5,65 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 
+HOUR = 3_600_000_000  # microseconds
+
+
 def hourly(decisions: DataFrame, dead_letters: DataFrame) -> DataFrame:
     """Counts of early, late and out-of-order events by action, dead letters, watermark delay, and events
     repeating an earlier (partition, offset) or whose offset goes backwards in their partition."""
+    earlier = Window.partitionBy("partition").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
+    prior = F.last(F.when(F.col("kind") == "event", F.col("offset")), ignorenulls=True).over(earlier)
+    return _aggregate(decisions.withColumn("_prior", prior), dead_letters)
+
+
+def hours_of(*tables: DataFrame) -> tuple[int, int] | None:
+    """The hours the rows of `tables` arrived in, as [first hour, last hour + 1 h) in microseconds (None: no
+    rows): the metrics a micro-batch changes."""
+    lo = hi = None
+    for df in tables:
+        r = df.agg(F.min(F.unix_micros("arrival_time")).alias("lo"), F.max(F.unix_micros("arrival_time")).alias("hi")).first()
+        if r["lo"] is not None:
+            lo = r["lo"] if lo is None else min(lo, r["lo"])
+            hi = r["hi"] if hi is None else max(hi, r["hi"])
+    return None if lo is None else (lo // HOUR * HOUR, hi // HOUR * HOUR + HOUR)
+
+
+def hourly_between(decisions: DataFrame, dead_letters: DataFrame, lo: int, hi: int) -> DataFrame:
+    """hourly() for the hours in [lo, hi) alone, equal to its rows there. Reads the rows arriving in those
+    hours and, for backward offsets, the events after them in seq and each partition's last event before
+    them, so a live batch's cost does not grow with the table's history (Delta skips the other files)."""
+    arrived = lambda df: df.where((F.col("arrival_time") >= F.timestamp_micros(F.lit(lo)))  # noqa: E731
+                                  & (F.col("arrival_time") < F.timestamp_micros(F.lit(hi))))
+    rows = arrived(decisions)
+    first = rows.agg(F.min("seq")).first()[0]
+    if first is None:
+        return _aggregate(rows.withColumn("_prior", F.lit(None).cast("long")), arrived(dead_letters))
+    events = decisions.where(F.col("kind") == "event").select("partition", "seq", "offset")
+    after = events.where(F.col("seq") >= first)
+    partitions = [r["partition"] for r in after.select("partition").distinct().collect()]
+    before = _last_before(events, first, partitions)
+    earlier = Window.partitionBy("partition").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
+    priors = after.unionByName(before).select("seq", F.last("offset").over(earlier).alias("_prior"))
+    return _aggregate(rows.join(priors, "seq", "left"), arrived(dead_letters))
+
+
+def _last_before(events: DataFrame, first: int, partitions: list) -> DataFrame:
+    """Each partition's last event before seq `first`, looking back over growing seq ranges so that only
+    recent files are read unless a partition has been silent for long."""
+    found, span, top = [], 1024, first
+    need = set(partitions)
+    while need and top > 0:
+        bottom = max(0, first - span)
+        got = (events.where((F.col("seq") >= bottom) & (F.col("seq") < top) & F.col("partition").isin(sorted(need)))
+               .groupBy("partition").agg(F.max("seq").alias("seq"), F.max_by("offset", "seq").alias("offset")).collect())
+        found += [(r["partition"], r["seq"], r["offset"]) for r in got]
+        need -= {r["partition"] for r in got}
+        top, span = bottom, span * 8
+    return events.sparkSession.createDataFrame(found, "partition int, seq long, offset long")
+
+
+def _aggregate(decisions: DataFrame, dead_letters: DataFrame) -> DataFrame:
+    """The metrics of rows that carry `_prior`, their partition's previous event's offset."""
     has = lambda reason: F.array_contains(F.col("reasons"), reason)  # noqa: E731
     action = F.col("action")
     counts = []
@@ -16,9 +72,7 @@ def hourly(decisions: DataFrame, dead_letters: DataFrame) -> DataFrame:
             counts.append(F.count(F.when(has(reason) & (action == act), 1)).alias(f"{reason}_{act}"))
     delay = (F.unix_micros("arrival_time") - F.unix_micros("output_watermark")) / 1e6
     is_event = F.col("kind") == "event"
-    earlier = Window.partitionBy("partition").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
-    prior = F.last(F.when(is_event, F.col("offset")), ignorenulls=True).over(earlier)  # the previous event's
-    decisions = decisions.withColumn("_backward", is_event & F.coalesce(F.col("offset") < prior, F.lit(False)))
+    decisions = decisions.withColumn("_backward", is_event & F.coalesce(F.col("offset") < F.col("_prior"), F.lit(False)))
     per_row = decisions.groupBy("partition", F.date_trunc("hour", "arrival_time").alias("hour")).agg(
         F.count(F.when(F.col("kind") == "event", 1)).alias("events"),
         F.count(F.when(F.col("kind") == "clock", 1)).alias("clock_rows"),
