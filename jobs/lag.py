@@ -35,7 +35,8 @@ class PartitionRead:
 def reads(rows: DataFrame) -> tuple[list[PartitionRead], dict]:
     """Per partition of the batch's journal rows: events, clock rows, bytes (of the whole landed line), latest
     event arrival and offset; and the batch's span (lo, hi, n, clocks, noted: the latest processing time its
-    clock rows name). One Spark job."""
+    clock rows name; first and last: its arrival times; offsets: its events' least and greatest offset). One
+    Spark job."""
     event, clock = F.col("kind") == "event", F.col("kind") == "clock"
     per = rows.groupBy("partition").agg(
         F.count(F.when(event, 1)).alias("events"), F.count(F.when(clock, 1)).alias("clocks"),
@@ -43,13 +44,23 @@ def reads(rows: DataFrame) -> tuple[list[PartitionRead], dict]:
         F.max(F.when(event, F.unix_micros("arrival_time"))).alias("arrival"),
         F.max(F.when(event, F.col("offset"))).alias("offset"),
         F.min("seq").alias("lo"), F.max("seq").alias("hi"), F.count("*").alias("n"),
+        F.min(F.unix_micros("arrival_time")).alias("first"), F.max(F.unix_micros("arrival_time")).alias("last"),
+        F.min(F.when(event, F.col("offset"))).alias("low_offset"),
         F.max(F.when(clock, F.get_json_object("payload", "$.processing_time"))).alias("noted")).collect()
     out = [PartitionRead(r["partition"], r["events"], r["clocks"], r["bytes"] or 0, r["arrival"], r["offset"])
            for r in sorted(per, key=lambda r: (r["partition"] is None, r["partition"] or 0))]
     span = {"lo": min((r["lo"] for r in per), default=None), "hi": max((r["hi"] for r in per), default=None),
             "n": sum(r["n"] for r in per), "clocks": sum(r["clocks"] for r in per),
-            "noted": max((r["noted"] for r in per if r["noted"]), default=None)}
+            "noted": max((r["noted"] for r in per if r["noted"]), default=None),
+            "first": min((r["first"] for r in per if r["first"] is not None), default=None),
+            "last": max((r["last"] for r in per if r["last"] is not None), default=None),
+            "offsets": _bounds([r["low_offset"] for r in per], [r["offset"] for r in per])}
     return out, span
+
+
+def _bounds(lows: list, highs: list) -> tuple[int, int] | None:
+    lows, highs = [v for v in lows if v is not None], [v for v in highs if v is not None]
+    return (min(lows), max(highs)) if lows else None
 
 
 def rows_of(batch: int, trigger: str, read: list[PartitionRead], partitions: list[int], state: State,

@@ -208,7 +208,7 @@ class LiveJob:
                                 sum(per_file.values()))
         finally:
             rows.unpersist()
-        manifest.record(self.spark, self.lake, observed, self.store)
+        manifest.record(self.spark, self.lake, observed, self.store, new=True)  # a half-journaled file stops the job
         return new
 
     def _journal(self, events: DataFrame | None, base: int, count: int) -> DataFrame | None:
@@ -351,6 +351,8 @@ def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: J
     crash = lambda name: _crash_point(name if job is None else f"{job.name}:{name}")  # noqa: E731
     history = store.read(spark, journal.journal_path(live.lake))  # for duplicate (partition, offset)
     history = history.where(F.col("seq") <= cp.state.seq)
+    if span["offsets"] is not None:  # only the offsets the batch has can repeat: Delta skips the older files
+        history = history.where(F.col("offset").between(*span["offsets"]))
     out = engine.replay(rows, policy, flush=True, state=cp.state, partitions=live.source_partitions,
                         keep_state=True, history=history, job=job)
     tables = out.tables()
@@ -368,7 +370,7 @@ def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: J
     store.write(tables["windows"], output_path(root, target, "windows"), txn=txn("windows"),
                 replace=Replace("emitted_at", span["lo"], None, nulls=True), metadata=meta("windows"))
     crash("windows")
-    _commit_metrics(store, spark, root, target, tables, meta("metrics"))
+    _commit_metrics(store, spark, root, target, metrics.hours_of(span["first"], span["last"]), meta("metrics"))
     state = out.state.advanced(span["hi"])
     signed = signature(policy, job)
     checkpoints.save(spark, root, target, Checkpoint(batch, state, source, signed), store,
@@ -378,18 +380,23 @@ def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: J
     return _committed(live, root, target, Checkpoint(batch, state, source, signed))
 
 
-def _commit_metrics(store: TableStore, spark: SparkSession, root: str, target: str, batch: dict, metadata: dict) -> None:
-    """Recompute the metrics of the hours the batch's rows arrived in, from the committed tables (the whole
+def _commit_metrics(store: TableStore, spark: SparkSession, root: str, target: str, hours: tuple[int, int] | None,
+                    metadata: dict) -> None:
+    """Recompute the metrics of the `hours` the batch's rows arrived in, from the committed tables (the whole
     table the first time): a batch's cost does not grow with the history behind it."""
     path = output_path(root, target, "metrics")
     written = {n: store.read(spark, output_path(root, target, n)) for n in ("decisions", "dead_letters")}
-    hours = metrics.hours_of(batch["decisions"], batch["dead_letters"]) if store.exists(path) else None
-    if hours is None:
+    if hours is None or not store.exists(path):
         store.write(metrics.hourly(written["decisions"], written["dead_letters"]), path, mode="overwrite",
                     metadata=metadata)
         return
-    store.write(metrics.hourly_between(written["decisions"], written["dead_letters"], *hours), path,
-                replace=Replace("hour", *hours, instants=True), metadata=metadata)
+    # the table is small (a row per partition and hour): the other hours' rows are kept as they are, and the
+    # table rewritten in one commit (cheaper than a range replace, which evaluates the new rows twice)
+    lo, hi = (F.timestamp_micros(F.lit(h)) for h in hours)
+    kept = store.read(spark, path).where((F.col("hour") < lo) | (F.col("hour") >= hi))
+    fresh = metrics.hourly_between(written["decisions"], written["dead_letters"], *hours)
+    store.write(kept.unionByName(fresh).orderBy("partition", "hour").coalesce(1), path, mode="overwrite",
+                metadata=metadata)
 
 
 def _committed(live: "LiveJob", root: str, target: str, cp: Checkpoint) -> Checkpoint:
@@ -435,7 +442,7 @@ class Consumer:
         meta = commit_metadata(live.spark, decisions) if live.store.exists(decisions) else None
         if meta and meta.get("job") == "replay stream" and meta.get("batch") == self.cp.batch + 1:
             rows = rows.where(F.col("seq") < meta["seq_to"])  # a half-committed batch is redone with its own rows
-        span = rows.agg(F.min("seq").alias("lo"), F.max("seq").alias("hi"), F.count("*").alias("n")).first()
+        span = lag.reads(rows)[1]
         if not span["n"]:
             return
         began = time.perf_counter()

@@ -81,15 +81,17 @@ def load(spark: SparkSession, lake: str, store: TableStore | None = None) -> dic
             for r in store.read(spark, manifest_path(lake)).collect()}
 
 
-def record(spark: SparkSession, lake: str, files: dict[str, Recorded], store: TableStore | None = None) -> None:
-    """Add (or replace) the rows of `files`; the table is small (a row per landing file), so it is rewritten."""
+def record(spark: SparkSession, lake: str, files: dict[str, Recorded], store: TableStore | None = None, *,
+           new: bool = False) -> None:
+    """Add (or replace) the rows of `files`; the table is small (a row per landing file), so it is rewritten.
+    `new`: none of `files` is recorded yet (a live batch's, just journaled), so their rows are appended."""
     if not files:
         return
     store = store or default_store()
-    rows = {**load(spark, lake, store), **files}
+    rows = files if new else {**load(spark, lake, store), **files}
     df = spark.createDataFrame([(r.source, r.size, r.mtime_ns, r.checksum) for _, r in sorted(rows.items())],
                                SCHEMA)
-    store.write(df.coalesce(1), manifest_path(lake), mode="overwrite")
+    store.write(df.coalesce(1), manifest_path(lake), mode="append" if new else "overwrite")
 
 
 def changes(source: landings.Landing, recorded: dict[str, Recorded], names: list[str] | None = None,

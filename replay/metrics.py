@@ -16,16 +16,10 @@ def hourly(decisions: DataFrame, dead_letters: DataFrame) -> DataFrame:
     return _aggregate(decisions.withColumn("_prior", prior), dead_letters)
 
 
-def hours_of(*tables: DataFrame) -> tuple[int, int] | None:
-    """The hours the rows of `tables` arrived in, as [first hour, last hour + 1 h) in microseconds (None: no
-    rows): the metrics a micro-batch changes."""
-    lo = hi = None
-    for df in tables:
-        r = df.agg(F.min(F.unix_micros("arrival_time")).alias("lo"), F.max(F.unix_micros("arrival_time")).alias("hi")).first()
-        if r["lo"] is not None:
-            lo = r["lo"] if lo is None else min(lo, r["lo"])
-            hi = r["hi"] if hi is None else max(hi, r["hi"])
-    return None if lo is None else (lo // HOUR * HOUR, hi // HOUR * HOUR + HOUR)
+def hours_of(first: int | None, last: int | None) -> tuple[int, int] | None:
+    """The hours from arrival `first` to `last` (microseconds) as [first hour, last hour + 1 h): the metrics a
+    micro-batch whose rows arrived then changes (None: no rows)."""
+    return None if first is None else (first // HOUR * HOUR, last // HOUR * HOUR + HOUR)
 
 
 def hourly_between(decisions: DataFrame, dead_letters: DataFrame, lo: int, hi: int) -> DataFrame:
@@ -35,13 +29,14 @@ def hourly_between(decisions: DataFrame, dead_letters: DataFrame, lo: int, hi: i
     arrived = lambda df: df.where((F.col("arrival_time") >= F.timestamp_micros(F.lit(lo)))  # noqa: E731
                                   & (F.col("arrival_time") < F.timestamp_micros(F.lit(hi))))
     rows = arrived(decisions)
-    first = rows.agg(F.min("seq")).first()[0]
+    found = rows.agg(F.min("seq").alias("first"),
+                     F.collect_set(F.when(F.col("kind") == "event", F.col("partition"))).alias("partitions")).first()
+    first = found["first"]
     if first is None:
         return _aggregate(rows.withColumn("_prior", F.lit(None).cast("long")), arrived(dead_letters))
     events = decisions.where(F.col("kind") == "event").select("partition", "seq", "offset")
     after = events.where(F.col("seq") >= first)
-    partitions = [r["partition"] for r in after.select("partition").distinct().collect()]
-    before = _last_before(events, first, partitions)
+    before = _last_before(events, first, found["partitions"])
     earlier = Window.partitionBy("partition").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
     priors = after.unionByName(before).select("seq", F.last("offset").over(earlier).alias("_prior"))
     return _aggregate(rows.join(priors, "seq", "left"), arrived(dead_letters))

@@ -22,14 +22,12 @@ class Replace:
     low: int
     high: int | None = None
     nulls: bool = False
-    instants: bool = False  # `column` is a timestamp; low and high are microseconds since the epoch
 
     def predicate(self) -> str:
         """The rows replaced, as a Delta `replaceWhere` condition."""
-        bound = (lambda v: f"timestamp_micros({int(v)})") if self.instants else (lambda v: str(int(v)))  # noqa: E731
-        cond = f"`{self.column}` >= {bound(self.low)}"
+        cond = f"`{self.column}` >= {int(self.low)}"
         if self.high is not None:
-            cond += f" AND `{self.column}` < {bound(self.high)}"
+            cond += f" AND `{self.column}` < {int(self.high)}"
         return f"(({cond}) OR `{self.column}` IS NULL)" if self.nulls else cond
 
 

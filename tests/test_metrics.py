@@ -56,8 +56,7 @@ def test_an_offset_going_backwards_is_found_against_a_previous_event_hours_earli
     assert {r["partition"]: r["backward_offsets"] for r in second_hour.collect()} == {0: 1}
 
 
-def test_the_hours_a_batch_changes_span_its_rows_and_dead_letters(spark):
-    decisions, dead = _decisions(spark)
-    assert hours_of(decisions.where("seq = 3001"), dead.limit(0)) == (H0 + HOUR, H0 + 2 * HOUR)
-    assert hours_of(decisions.where("seq < 3000"), dead) == (H0, H0 + 3 * HOUR)
-    assert hours_of(decisions.limit(0), dead.limit(0)) is None
+def test_the_hours_a_batch_changes_run_from_its_first_arrivals_hour_to_its_last(spark):
+    assert hours_of(H0 + HOUR + 5, H0 + HOUR + 9) == (H0 + HOUR, H0 + 2 * HOUR)
+    assert hours_of(H0, H0 + 2 * HOUR) == (H0, H0 + 3 * HOUR)
+    assert hours_of(None, None) is None
