@@ -35,6 +35,21 @@ def test_appends_tagged_with_transactions_land_once_each_with_their_metadata(spa
     assert commit_metadata(spark, path) == {"batch": 2}
 
 
+def test_an_append_tagged_with_a_transaction_runs_one_spark_job_not_a_rebuild_of_the_table_state(spark, tmp_path):
+    """The transactions are read from the table's checksum file; the writer's path rebuilds the state (3 jobs)."""
+    store, path, sc = DeltaStore(), str(tmp_path / "t"), spark.sparkContext
+    batch = lambda b: spark.createDataFrame([(b,)], "batch long")  # noqa: E731
+    for b in (0, 1):
+        store.write(batch(b), path, txn=AppTransaction("retrace-test", b))
+    sc.setJobGroup("append-under-test", "one idempotent append")
+    try:
+        store.write(batch(2), path, txn=AppTransaction("retrace-test", 2))
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert len(sc.statusTracker().getJobIdsForGroup("append-under-test")) == 1
+    assert store.transaction_version(path, "retrace-test") == 2
+
+
 def test_an_append_tagged_with_a_transaction_is_refused_when_its_schema_differs(spark, tmp_path):
     store, path = DeltaStore(), str(tmp_path / "t")
     store.write(spark.createDataFrame([(1,)], "seq long"), path, txn=AppTransaction("retrace-test", 0))
