@@ -11,9 +11,13 @@ HOUR = 3_600_000_000  # microseconds
 def hourly(decisions: DataFrame, dead_letters: DataFrame) -> DataFrame:
     """Counts of early, late and out-of-order events by action, dead letters, watermark delay, and events
     repeating an earlier (partition, offset) or whose offset goes backwards in their partition."""
-    earlier = Window.partitionBy("partition").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
-    prior = F.last(F.when(F.col("kind") == "event", F.col("offset")), ignorenulls=True).over(earlier)
+    prior = F.last(F.when(F.col("kind") == "event", F.col("offset")), ignorenulls=True).over(_earlier())
     return _aggregate(decisions.withColumn("_prior", prior), dead_letters)
+
+
+def _earlier():
+    """The rows before this one in its partition, in seq order (built per call: a Window needs a session)."""
+    return Window.partitionBy("partition").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
 
 
 def hours_of(first: int | None, last: int | None) -> tuple[int, int] | None:
@@ -37,8 +41,7 @@ def hourly_between(decisions: DataFrame, dead_letters: DataFrame, lo: int, hi: i
     events = decisions.where(F.col("kind") == "event").select("partition", "seq", "offset")
     after = events.where(F.col("seq") >= first)
     before = _last_before(events, first, found["partitions"])
-    earlier = Window.partitionBy("partition").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
-    priors = after.unionByName(before).select("seq", F.last("offset").over(earlier).alias("_prior"))
+    priors = after.unionByName(before).select("seq", F.last("offset").over(_earlier()).alias("_prior"))
     return _aggregate(rows.join(priors, "seq", "left"), arrived(dead_letters))
 
 

@@ -114,7 +114,7 @@ class DeltaStore:
         if txn is not None:
             writer = writer.option("txnAppId", txn.app_id).option("txnVersion", str(txn.version))
         if metadata is not None:
-            writer = writer.option("userMetadata", json.dumps(metadata, sort_keys=True, default=str))
+            writer = writer.option("userMetadata", _user_metadata(metadata))
         writer.save(path)
         after = log.unsafeVolatileSnapshot().version()
         return int(after) if after > before else None
@@ -152,10 +152,15 @@ def _idempotent_append(df: DataFrame, log, txn: AppTransaction, metadata: dict |
     files = transaction.writeFiles(df._jdf)
     stamp = delta.actions.SetTransaction(txn.app_id, txn.version, some(jvm.java.lang.Long.valueOf(_millis())))
     write = getattr(getattr(delta, "DeltaOperations$Write$"), "MODULE$")
-    user = _none() if metadata is None else some(json.dumps(metadata, sort_keys=True, default=str))
+    user = _none() if metadata is None else some(_user_metadata(metadata))
     defaults = [getattr(write, f"apply$default${n}")() for n in range(5, 10)]
     operation = write.apply(jvm.org.apache.spark.sql.SaveMode.Append, _none(), _none(), user, *defaults)
     return int(transaction.commit(files.appended(stamp), operation))
+
+
+def _user_metadata(metadata: dict) -> str:
+    """A commit's userMetadata: the same JSON whichever path commits it."""
+    return json.dumps(metadata, sort_keys=True, default=str)
 
 
 def _millis() -> int:
