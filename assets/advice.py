@@ -1,5 +1,5 @@
 """Tolerance advice as an asset per job, refreshed daily: `advice` for the spec's job, `[<job>, advice]` for each
-job of the jobs folder (`replay.advise`). The metadata shows the sweeps as Markdown tables, the policy snippet,
+job of the jobs folder (`replay.cli.advise`). The metadata shows the sweeps as Markdown tables, the policy snippet,
 the path of the HTML report with its plots, and the run config that replays the advice into a shadow target,
 whose run metadata then holds the diff against production (`assets.outputs.diff_metadata`).
 
@@ -13,8 +13,8 @@ import dagster as dg
 from pydantic import Field
 
 from orchestration.resources import RetraceResource
-from replay.advise import LATE_GRID, OUT_OF_ORDER_GRID
-from replay.jobs import Job
+from replay.cli.advise import LATE_GRID, OUT_OF_ORDER_GRID
+from replay.model.jobs import Job
 
 
 class AdviceConfig(dg.Config):
@@ -33,7 +33,7 @@ def advice_range(config: AdviceConfig) -> tuple[Optional[str], Optional[str]]:
         raise ValueError(f"hours: {config.hours} must be 0 (everything) or more")
     if config.end is None or config.hours == 0:
         return None, config.end
-    from replay.durations import format_instant, parse_instant
+    from replay.model.durations import format_instant, parse_instant
 
     end = parse_instant(config.end, "end")
     return format_instant(end - config.hours * 3_600_000_000), format_instant(end)
@@ -48,9 +48,9 @@ def advice_asset(job: Optional[Job] = None) -> dg.AssetsDefinition:
               description=f"Lateness profile of the journal and the tolerances that keep the completeness target "
                           f"(each candidate replayed by the engine), for {'job ' + job.name if job else 'the spec job'}.")
     def _advice(context: dg.AssetExecutionContext, config: AdviceConfig, retrace: RetraceResource):
-        from replay import advice_report
-        from replay.advise import NoEvents, advise
-        from replay.jobs import job_root
+        from replay.cli import advice_report
+        from replay.cli.advise import NoEvents, advise
+        from replay.model.jobs import job_root
 
         start, end = advice_range(config)
         policy = job.policy if job is not None else retrace.policy()

@@ -16,7 +16,7 @@ import dagster as dg
 from assets import quality
 from assets.partitions import HOURLY
 from assets.quality_tables import Target
-from replay.jobs import Job
+from replay.model.jobs import Job
 from orchestration.alerts import RANGE_TAGS, partition_label
 from orchestration.resources import RetraceResource
 

@@ -1,10 +1,10 @@
-"""Every job of the jobs folder as a group of assets: an asset factory over `replay.jobs.Job`.
+"""Every job of the jobs folder as a group of assets: an asset factory over `replay.model.jobs.Job`.
 
 For a job `<job>` (a file of the jobs folder, `jobs.catalog.folder()`), `job_outputs(job)` is one multi-asset
 `<job>_outputs` with the keys `[<job>, decisions]`, `[<job>, windows]`, `[<job>, dead_letters]`,
 `[<job>, watermarks]`, `[<job>, metrics]` in group `<job>`, downstream of the shared `journal`, with the hourly
 partitions and single-run backfill policy of the spec's job (`assets.outputs.replay_outputs`): a backfill of a
-range is one `replay.runner.run(..., job=job)` that writes LAKE/jobs/<job>/outputs/<target>/.
+range is one `replay.cli.runner.run(..., job=job)` that writes LAKE/jobs/<job>/outputs/<target>/.
 
 No `from __future__ import annotations` here: Dagster reads the config classes from the annotations.
 """
@@ -17,8 +17,8 @@ from pydantic import Field
 from assets.outputs import OUTPUTS, diff_metadata, iso
 from assets.partitions import HOURLY
 from orchestration.resources import RetraceResource
-from replay.jobs import Job, JobError
-from replay.policy import Policy, PolicyError
+from replay.model.jobs import Job, JobError
+from replay.model.policy import Policy, PolicyError
 
 # Dagster names the spec's job's definitions take; a job whose own names would collide is refused.
 TAKEN_GROUPS = {"retrace", "default"}
@@ -101,11 +101,11 @@ def job_outputs(job: Job) -> dg.AssetsDefinition:
                     f"<target>/.\n\n{job_summary(job)}",
     )
     def _outputs(context: dg.AssetExecutionContext, config: JobReplayConfig, retrace: RetraceResource):
-        from replay.hashing import target_hash
-        from replay.jobs import job_root
-        from replay.runner import check_target, output_path, run
-        from replay.store import default_store
-        from replay.verify import in_range
+        from replay.cli.hashing import target_hash
+        from replay.model.jobs import job_root
+        from replay.cli.runner import check_target, output_path, run
+        from replay.io.store import default_store
+        from replay.cli.verify import in_range
 
         target = check_target(config.target)
         this = with_override(job, config.policy_override)

@@ -1,4 +1,4 @@
-"""The `journal` asset: every landing file journaled, exactly once (`replay.journal.ingest`).
+"""The `journal` asset: every landing file journaled, exactly once (`replay.io.journal.ingest`).
 
 Partitioned like the outputs (hours of arrival) so that a range selected in the asset graph can include
 it; ingesting is idempotent and takes every new landing file whatever the range, because `seq` (the
@@ -22,7 +22,7 @@ from orchestration.resources import RetraceResource
 def journal(context: dg.AssetExecutionContext, retrace: RetraceResource) -> dg.MaterializeResult:
     from pyspark.sql import functions as F
 
-    from replay import journal as journal_table
+    from replay.io import journal as journal_table
 
     spark = retrace.spark()
     r = journal_table.ingest(spark, retrace.landing, retrace.lake, fields=retrace.source_fields())

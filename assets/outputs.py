@@ -1,4 +1,4 @@
-"""The replay's output tables as one multi-asset: a partition range is one `replay.runner.run` over its
+"""The replay's output tables as one multi-asset: a partition range is one `replay.cli.runner.run` over its
 arrival-time window, so a backfill of a range (single-run policy) is one Spark run that replays it."""
 
 from datetime import timezone
@@ -32,10 +32,10 @@ def diff_metadata(spark, lake: str, target: str, start: str, end: str, job=None)
     """A shadow target's run shows how it differs from production over the same range (`replay diff`):
     the decided-differently count, a Markdown table and the whole report. Nothing for production itself, or
     when production has not been replayed."""
-    from replay.diff import diff, markdown
-    from replay.jobs import job_root
-    from replay.runner import output_path
-    from replay.store import default_store
+    from replay.cli.diff import diff, markdown
+    from replay.model.jobs import job_root
+    from replay.cli.runner import output_path
+    from replay.io.store import default_store
 
     if target == "production" or not default_store().exists(output_path(job_root(lake, job), "production",
                                                                          "decisions")):
@@ -60,10 +60,10 @@ def iso(d) -> str:
 )
 def replay_outputs(context: dg.AssetExecutionContext, config: ReplayConfig, retrace: RetraceResource):
     """Replay the journal's arrivals in [window start, window end) into LAKE/outputs/<target>/."""
-    from replay.hashing import target_hash
-    from replay.runner import check_target, output_path, run
-    from replay.store import default_store
-    from replay.verify import in_range
+    from replay.cli.hashing import target_hash
+    from replay.cli.runner import check_target, output_path, run
+    from replay.io.store import default_store
+    from replay.cli.verify import in_range
 
     target = check_target(config.target)
     policy = retrace.policy(config.policy_override or None)

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from assets import quality_tables as tables
 from assets.quality_tables import EVENT_REASONS, Target
-from replay.durations import format_duration, parse_duration
+from replay.model.durations import format_duration, parse_duration
 
 
 def _without_spark_connect() -> None:

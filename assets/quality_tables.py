@@ -8,9 +8,9 @@ event's row (`seq <= emitted_at`, or flushed: `emitted_at` null), once per such 
 row is *open* while its window is still open at the end of the target (not closed by the last output
 watermark and not flushed); any other membership without a row is unaccounted for.
 
-A user's job (`Target.job`) has its tables under LAKE/jobs/<job>/ (`replay.jobs.job_root`); its windows are
+A user's job (`Target.job`) has its tables under LAKE/jobs/<job>/ (`replay.model.jobs.job_root`); its windows are
 identified by (window_start, its grouping columns, partition), and its members are its decided events
-after its `where` and `transform` (`replay.job_sql.decided_events`).
+after its `where` and `transform` (`replay.engine.job_sql.decided_events`).
 """
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay import journal as journal_table
-from replay.durations import parse_instant
-from replay.jobs import Job, job_root
-from replay.policy import Policy
-from replay.runner import check_target, output_path, seq_bounds
-from replay.store import TableStore, default_store
-from replay.windows import window_range
+from replay.io import journal as journal_table
+from replay.model.durations import parse_instant
+from replay.model.jobs import Job, job_root
+from replay.model.policy import Policy
+from replay.cli.runner import check_target, output_path, seq_bounds
+from replay.io.store import TableStore, default_store
+from replay.engine.windows import window_range
 
 KEPT = ("accepted", "adjusted")
 LOST = ("dropped", "quarantined")
@@ -187,7 +187,7 @@ def memberships(t: Target, decisions: DataFrame) -> DataFrame:
 def _job_memberships(t: Target, decisions: DataFrame) -> DataFrame:
     """A user job's memberships: its decided events (the decisions table carries its fields) after its
     `where` and `transform`, in every window holding their timestamp, with the job's grouping columns."""
-    from replay.job_sql import decided_events
+    from replay.engine.job_sql import decided_events
 
     p, w = t.policy, t.policy.window
     groups = list(t.job.grouping)

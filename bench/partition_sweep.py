@@ -35,11 +35,11 @@ def main(argv=None) -> dict:
     if any(p < 1 for p in args.partitions):
         ap.error(f"--partitions must all be > 0, got {args.partitions}")
 
-    from replay.generate import generate
-    from replay.journal import ingest
-    from replay.policy import Policy
-    from replay.runner import run
-    from replay.spark import get_spark
+    from replay.cli.generate import generate
+    from replay.io.journal import ingest
+    from replay.model.policy import Policy
+    from replay.cli.runner import run
+    from replay.io.spark import get_spark
 
     work = os.path.abspath(args.work) if args.work else tempfile.mkdtemp(prefix="retrace-sweep-")
     spark = get_spark("retrace-partition-sweep")

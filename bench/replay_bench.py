@@ -37,28 +37,28 @@ def timed(fn, *args):
 
 
 def generate_step(landing: str, args) -> dict:
-    from replay.generate import generate
+    from replay.cli.generate import generate
 
     return generate(landing, args.events, partitions=args.partitions, keys=args.keys, files=args.files,
                     seed=args.seed, fmt="parquet", shape="sensors" if args.job else "basic")
 
 
 def ingest_step(spark, landing: str, lake: str):
-    from replay.journal import ingest
+    from replay.io.journal import ingest
 
     return ingest(spark, landing, lake)
 
 
 def replay_step(spark, lake: str):
-    from replay.policy import Policy
-    from replay.runner import run
+    from replay.model.policy import Policy
+    from replay.cli.runner import run
 
     return run(spark, lake, Policy.from_yaml(POLICY), target="production")
 
 
 def job_step(spark, lake: str, path: str):
-    from replay.jobs import load_folder
-    from replay.runner import run
+    from replay.model.jobs import load_folder
+    from replay.cli.runner import run
 
     catalog = load_folder(os.path.dirname(os.path.abspath(path)))
     job = next(j for j in catalog.jobs.values() if os.path.abspath(str(j.origin)) == os.path.abspath(path))
@@ -115,7 +115,7 @@ def structured_streaming_step(spark, landing: str, checkpoint: str, files_per_ba
                          StructField("arrival_time", StringType()), StructField("event_time", StringType()),
                          StructField("key", StringType()), StructField("value", DoubleType())])
     events = (spark.readStream.schema(schema).option("maxFilesPerTrigger", files_per_batch).parquet(landing)
-              # try_: ANSI mode (replay.spark) makes to_timestamp fail on "not-a-time"
+              # try_: ANSI mode (replay.io.spark) makes to_timestamp fail on "not-a-time"
               .withColumn("event_time", F.try_to_timestamp("event_time"))
               .where(F.col("event_time").isNotNull()))  # Retrace quarantines these
     windows = (events.withWatermark("event_time", "5 seconds")
@@ -159,7 +159,7 @@ def main(argv=None) -> dict:
         shutil.rmtree(d, ignore_errors=True)
     n = args.events
     try:
-        from replay.spark import get_spark
+        from replay.io.spark import get_spark
 
         spark_s, spark = timed(get_spark, "retrace-bench")
         print(f"spark session        {spark_s:8.2f} s", flush=True)

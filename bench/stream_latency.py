@@ -35,9 +35,9 @@ def main() -> None:
         ap.error(f"--soak {args.soak} needs --files >= {2 * args.soak + 1}, got {args.files}")
     from jobs.demo import DEFAULT_POLICY
     from jobs.stream import run_stream
-    from replay.generate import generate
-    from replay.policy import Policy
-    from replay.spark import get_spark
+    from replay.cli.generate import generate
+    from replay.model.policy import Policy
+    from replay.io.spark import get_spark
 
     work = args.work or tempfile.mkdtemp(prefix="retrace-latency-")
     staging, landing, lake = (os.path.join(work, d) for d in ("staging", "landing", "lake"))

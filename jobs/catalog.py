@@ -1,4 +1,4 @@
-"""The jobs a deployment runs: a folder of YAML job files (`replay.jobs.load_folder`), by default the
+"""The jobs a deployment runs: a folder of YAML job files (`replay.model.jobs.load_folder`), by default the
 examples shipped here; `RETRACE_JOBS` points the CLI and the Dagster code location at another folder."""
 from __future__ import annotations
 

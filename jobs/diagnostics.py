@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.lag import frame
-from replay.durations import format_instant
+from replay.model.durations import format_instant
 
 SILENT_AFTER = 300_000_000  # microseconds: 5 minutes without an event before a partition is not progressing
 KINDS = ("partition_not_progressing", "late_input_events")

@@ -28,15 +28,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import diagnostics, lag
-from replay import checkpoints, engine, journal, kafka_source as kafka, locks, manifest, metrics
-from replay.checkpoints import Checkpoint, CheckpointMismatch, SourcePartition
-from replay.decisions import NEG
-from replay.durations import format_instant
-from replay.jobs import Job, job_root
-from replay.policy import Policy
-from replay.runner import check_target, output_path, policy_hash, signature
-from replay.state import State
-from replay.store import AppTransaction, Replace, TableStore, commit_metadata, default_store
+from replay.io import checkpoints, journal, kafka_source as kafka, locks, manifest
+from replay.engine import pipeline as engine, metrics
+from replay.io.checkpoints import Checkpoint, CheckpointMismatch, SourcePartition
+from replay.engine.decisions import NEG
+from replay.model.durations import format_instant
+from replay.model.jobs import Job, job_root
+from replay.model.policy import Policy
+from replay.cli.runner import check_target, output_path, policy_hash, signature
+from replay.model.state import State
+from replay.io.store import AppTransaction, Replace, TableStore, commit_metadata, default_store
 
 CLOCKS = ("system", "simulated")
 NEVER_SEEN_DELAY = 5_000_000  # microseconds: a partition that never had a row is estimated at now - 5 s (ASA)
@@ -95,7 +96,7 @@ class LiveJob:
     clock: str = "system"
     partitions: int | None = None  # the source's partition count; recorded with the journal the first time
     store: TableStore = field(default_factory=default_store)
-    landing: object | None = None  # a replay.landing.Landing, to report files waiting
+    landing: object | None = None  # a replay.io.landing.Landing, to report files waiting
     reports: list[BatchReport] = field(default_factory=list)
     on_batch: object | None = None  # called with each BatchReport (progress, benchmarks)
     jobs: tuple[Job, ...] = ()  # users' jobs on this source, each deciding from its own checkpoint
@@ -459,7 +460,7 @@ class Consumer:
 
 
 def _micros(iso: str) -> int:
-    from replay.durations import parse_instant
+    from replay.model.durations import parse_instant
 
     return parse_instant(iso, "processing_time")
 
@@ -523,7 +524,7 @@ def _locks(lake: str, target: str, jobs) -> ExitStack:
 
 def _run_stream(spark, landing, lake, policy, target, max_files_per_batch, max_bytes_per_batch, max_batches,
                 clock, until_idle, partitions, trigger_seconds, on_batch, jobs, fields, options) -> StreamSummary:
-    from replay import landing as landing_source
+    from replay.io import landing as landing_source
 
     began = time.perf_counter()
     source = landing_source.Landing.of(landing)

@@ -25,7 +25,7 @@ from orchestration.live import landing_sensor, live_job
 from orchestration.maintenance import maintenance_job, maintenance_schedule
 from orchestration.recovery import job_recovery, recovery_job, recovery_schedule
 from orchestration.resources import RetraceResource
-from replay.jobs import load_folder
+from replay.model.jobs import load_folder
 
 JOBS = list(load_folder(folder()).jobs.values())  # a JobError here names the file: the location fails with it
 RECOVERIES = [job_recovery(job) for job in JOBS]

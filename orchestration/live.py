@@ -88,7 +88,7 @@ def live_job():
 
 def landing_signature(landing: str) -> str | None:
     """What the landing folder holds, cheaply: file count, last name, newest modification time."""
-    from replay.journal import landing_files
+    from replay.io.journal import landing_files
 
     if not os.path.isdir(landing):
         return None

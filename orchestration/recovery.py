@@ -20,7 +20,7 @@ from pydantic import Field
 from assets.outputs import OUTPUTS
 from assets.partitions import HOURLY
 from orchestration.resources import RetraceResource
-from replay.jobs import Job
+from replay.model.jobs import Job
 
 HOUR = timedelta(hours=1)
 
@@ -47,7 +47,7 @@ def recovery_range(config: RecoveryConfig, now: datetime | None = None) -> tuple
     if config.end is None:
         end = floor_hour(now or datetime.now(timezone.utc))
     else:
-        from replay.durations import parse_instant
+        from replay.model.durations import parse_instant
 
         end = datetime.fromtimestamp(parse_instant(config.end, "end") / 1e6, tz=timezone.utc)
     return iso(end - config.hours * HOUR), iso(end)
@@ -60,8 +60,8 @@ def recover_recent_hours(context: dg.OpExecutionContext, config: RecoveryConfig,
 
 def recover(context, config: RecoveryConfig, retrace: RetraceResource, job: Optional[Job] = None):
     """The recovery op's work, for the spec's job or for `job` (its policy, its tables under LAKE/jobs/<job>)."""
-    from replay.runner import check_target, run
-    from replay.verify import verify
+    from replay.cli.runner import check_target, run
+    from replay.cli.verify import verify
 
     target = check_target(config.target)
     label = target if job is None else f"{job.name}/{target}"

@@ -30,13 +30,13 @@ class RetraceResource(dg.ConfigurableResource):
         return cls(**{field: environ[var] for field, var in ENV.items() if environ.get(var)})
 
     def spark(self):
-        from replay.spark import get_spark
+        from replay.io.spark import get_spark
 
         return get_spark("retrace-dagster", conf=spark_conf(self.spark_conf_file) if self.spark_conf_file else None)
 
     def source_fields(self):
         """Which payload fields hold the event time and the key: the source's, else the spec's names."""
-        from replay.journal import SourceFields
+        from replay.io.journal import SourceFields
 
         if not self.source:
             return SourceFields()
@@ -53,13 +53,13 @@ class RetraceResource(dg.ConfigurableResource):
 
     def _catalog(self):
         from jobs.catalog import folder
-        from replay.jobs import load_folder
+        from replay.model.jobs import load_folder
 
         return load_folder(folder())
 
     def policy(self, override: dict | None = None):
         """The production policy, or a what-if policy: the file's fields updated with `override`."""
-        from replay.policy import Policy
+        from replay.model.policy import Policy
 
         base = Policy.from_yaml(self.policy_file)
         return base if not override else Policy.from_dict({**base.to_dict(), **override})

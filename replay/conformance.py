@@ -14,10 +14,12 @@ import tempfile
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay import journal, runner
-from replay.durations import format_instant
-from replay.policy import Policy
-from replay.store import default_store
+from replay.io import journal
+
+from replay.cli import runner
+from replay.model.durations import format_instant
+from replay.model.policy import Policy
+from replay.io.store import default_store
 
 TIMES = {"timestamp", "watermark", "output_watermark", "window_start", "window_end"}
 SHAPES = {
@@ -56,7 +58,7 @@ def run_case(spark: SparkSession, case: dict) -> dict:
 def engine_case(spark: SparkSession, case: dict) -> dict:
     """The same outputs from the engine alone (no Delta tables): what the property tests compare with the
     model many times over; `run_case` is the contract's path, through `replay run`."""
-    from replay import engine
+    from replay.engine import pipeline as engine
 
     out = engine.replay(journal.from_rows(spark, case["journal"]), Policy.from_dict(case.get("policy") or {}))
     tables = {"decisions": out.decisions, "windows": out.windows, "dead_letters": out.dead_letters}
@@ -70,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("cases", nargs="+", help="conformance case JSON files")
     parser.add_argument("--check", action="store_true", help="compare with each case's expected outputs")
     args = parser.parse_args(argv)
-    from replay.compare import diff
-    from replay.spark import get_spark
+    from replay.cli.compare import diff
+    from replay.io.spark import get_spark
 
     spark = get_spark("retrace-conformance")
     passed = failed = 0

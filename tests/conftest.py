@@ -6,7 +6,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark():
-    from replay.spark import get_spark
+    from replay.io.spark import get_spark
 
     # the status store keeps every SQL execution's plan (1000 by default) even with the UI off: over the
     # ~300 tests the driver's heap filled (93% old generation late in a full run); keep few

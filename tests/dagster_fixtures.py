@@ -12,8 +12,8 @@ import time
 import pytest
 
 from jobs.catalog import DEFAULT_FOLDER as JOBS_FOLDER
-from replay.generate import generate
-from replay.journal import ingest
+from replay.cli.generate import generate
+from replay.io.journal import ingest
 from tests.dagster_server import ROOT, dagster_server
 
 POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")

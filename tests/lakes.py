@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import os
 
-from replay import cli
-from replay.generate import generate
-from replay.journal import ingest
+from replay.cli import main as cli
+from replay.cli.generate import generate
+from replay.io.journal import ingest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")

@@ -10,7 +10,7 @@ import random
 import pytest
 import yaml
 
-from replay.cli import main
+from replay.cli.main import main
 from tests.test_ui import ARTIFACTS, browser  # noqa: F401  (the headless Chromium fixture)
 
 EVENTS_PER_PARTITION = 2000
@@ -44,7 +44,7 @@ def known_lateness(folder) -> None:
 
 
 def _iso(ms: int) -> str:
-    from replay.durations import format_instant
+    from replay.model.durations import format_instant
 
     return format_instant(ms * 1000)
 
@@ -67,7 +67,7 @@ def advised(tmp_path_factory, spark):
 
 
 def _seconds(text: str) -> float:
-    from replay.durations import parse_duration
+    from replay.model.durations import parse_duration
 
     return parse_duration(text) / 1e6
 
@@ -95,7 +95,7 @@ def test_the_late_sweep_counts_exactly_the_events_later_than_each_candidate(advi
 
 
 def test_replaying_the_recommended_policy_adjusts_exactly_the_predicted_events(advised, spark):
-    from replay.runner import output_path
+    from replay.cli.runner import output_path
 
     from pyspark.sql import functions as F
 

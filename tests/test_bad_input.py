@@ -11,11 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
-from replay import journal, runner
-from replay.journal import ingest
-from replay.policy import Policy
-from replay.store import default_store
-from replay.verify import verify
+from replay.io import journal
+
+from replay.cli import runner
+from replay.io.journal import ingest
+from replay.model.policy import Policy
+from replay.io.store import default_store
+from replay.cli.verify import verify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY = Policy.from_yaml(os.path.join(ROOT, "infra", "policies", "production.yaml"))
@@ -134,7 +136,7 @@ def test_an_empty_landing_file_is_journaled_once(spark, tmp_path):
 
 
 def test_a_landing_file_spark_cannot_read_fails_the_command_in_one_line_naming_it(spark, tmp_path, capsys):
-    from replay import cli
+    from replay.cli import main as cli
 
     landing, lake = str(tmp_path / "land ing"), str(tmp_path / "lake")
     os.makedirs(landing)

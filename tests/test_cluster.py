@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from replay import cli
+from replay.cli import main as cli
 from tests.kafka_broker import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -114,7 +114,7 @@ def _journaled_lake(tmp_path, capsys) -> str:
 @dataclass
 class ClusterReplay:
     """`replay run` as a user runs it on the cluster, in the background: SPARK_MASTER, and the settings file
-    through pyspark's launcher (replay/spark.py skips its local-mode settings when SPARK_MASTER is set)."""
+    through pyspark's launcher (replay/io/spark.py skips its local-mode settings when SPARK_MASTER is set)."""
     cluster: Cluster
     proc: subprocess.Popen
     out: str

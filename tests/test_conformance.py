@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from replay.compare import diff
+from replay.cli.compare import diff
 from replay.conformance import run_case
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

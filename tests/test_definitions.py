@@ -19,7 +19,7 @@ from jobs.catalog import DEFAULT_FOLDER
 from orchestration.alerting import RESOURCES, SENSORS
 from orchestration.definitions import defs
 from orchestration.resources import RetraceResource, spark_conf
-from replay.jobs import JobError
+from replay.model.jobs import JobError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ASSETS = {"journal", "decisions", "windows", "dead_letters", "watermarks", "metrics"}

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from pyspark.sql import functions as F
 
-from replay.cli import main
-from replay.runner import output_path
+from replay.cli.main import main
+from replay.cli.runner import output_path
 from tests.test_advise import known_lateness
 
 WINDOW = {"kind": "tumbling", "size": "10s"}
@@ -34,7 +34,7 @@ def _diff(targets, a, b, *extra) -> int:
 
 
 def _report(spark, targets, a, b):
-    from replay.diff import diff
+    from replay.cli.diff import diff
 
     return diff(spark, targets["lake"], a, b)
 
@@ -49,7 +49,7 @@ def test_a_target_against_itself_is_identical_and_exits_0(targets, spark):
 
 
 def test_another_late_tolerance_reports_exactly_the_events_whose_decision_changed(targets, spark):
-    from replay.diff import changed_events
+    from replay.cli.diff import changed_events
 
     def decided(target):
         rows = (spark.read.format("delta").load(output_path(targets["lake"], target, "decisions"))

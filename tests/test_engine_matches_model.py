@@ -7,9 +7,9 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 
-from replay import watermarks
+from replay.engine import watermarks
 from replay.conformance import engine_case
-from replay.compare import diff
+from replay.cli.compare import diff
 from tests.examples import examples
 from tests.journals import journals, policies
 from tests.model import run_model

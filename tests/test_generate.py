@@ -1,4 +1,4 @@
-"""The synthetic landing generator (`replay.generate`) on its own: no Spark, a few thousand events."""
+"""The synthetic landing generator (`replay.cli.generate`) on its own: no Spark, a few thousand events."""
 from __future__ import annotations
 
 import hashlib
@@ -9,8 +9,8 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
-from replay import cli
-from replay.generate import FIRMWARES, REGIONS, SITES, generate
+from replay.cli import main as cli
+from replay.cli.generate import FIRMWARES, REGIONS, SITES, generate
 
 BASIC = ["partition", "offset", "arrival_time", "event_time", "key", "value"]
 SENSOR = BASIC + ["device", "region", "site", "temperature", "pressure", "status", "meta"]

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import os
 
-from replay import cli, journal, manifest
-from replay.generate import generate
-from replay.journal import ingest
+from replay.cli import main as cli
+
+from replay.io import journal, manifest
+from replay.cli.generate import generate
+from replay.io.journal import ingest
 
 
 def _landing(tmp_path, events: int = 60) -> tuple[str, str]:

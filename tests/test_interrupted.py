@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from replay import cli
+from replay.cli import main as cli
 from tests.lakes import POLICY_FILE, replayed_lake
 
 

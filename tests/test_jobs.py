@@ -10,9 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from replay import job_sql, journal, runner
-from replay.jobs import Job, JobError, job_root, load_folder
-from replay.store import default_store
+from replay.engine import job_sql
+
+from replay.io import journal
+
+from replay.cli import runner
+from replay.model.jobs import Job, JobError, job_root, load_folder
+from replay.io.store import default_store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY = {"window": {"kind": "tumbling", "size": "10s"}}
@@ -119,7 +123,7 @@ def test_a_yaml_job_replays_into_its_own_tables(spark, sensor_lake, tmp_path):
 def test_a_python_job_transforms_the_decided_events(spark, sensor_lake, tmp_path):
     (tmp_path / "warm.py").write_text(
         "from pyspark.sql import functions as F\n"
-        "from replay.jobs import Job\n"
+        "from replay.model.jobs import Job\n"
         "JOB = Job.define('warm', {'window': {'kind': 'tumbling', 'size': '1m'}}, source='sensors',\n"
         "    fields={'temperature': 'payload:temperature::decimal(6,2)'}, group_by=[],\n"
         "    aggregates={'warm': 'count_if(warm)'},\n"
@@ -147,7 +151,7 @@ def test_replay_run_names_an_unknown_job_and_the_defined_ones(tmp_path):
 
 
 def test_a_jobs_outputs_hash_the_same_whatever_the_shuffle_partitions(spark, sensor_lake, tmp_path):
-    from replay.hashing import target_hash
+    from replay.cli.hashing import target_hash
 
     job = load_folder(folder(tmp_path, **{"hot.yaml": JOB_YAML})).job("hot")
     before = spark.conf.get("spark.sql.shuffle.partitions")

@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from jobs.catalog import DEFAULT_FOLDER
-from replay import engine, journal
-from replay.durations import format_instant
-from replay.jobs import load_folder
+from replay.engine import pipeline as engine
+from replay.io import journal
+from replay.model.durations import format_instant
+from replay.model.jobs import load_folder
 from tests.examples import examples
 from tests.job_model import run_job_model
 from tests.journals import journals

@@ -20,10 +20,11 @@ import yaml
 from pyspark.sql import functions as F
 
 from jobs.stream import run_kafka_stream
-from replay import journal, kafka_source, runner
-from replay.hashing import target_hash
-from replay.policy import Policy
-from replay.store import default_store
+from replay.io import journal, kafka_source
+from replay.cli import runner
+from replay.cli.hashing import target_hash
+from replay.model.policy import Policy
+from replay.io.store import default_store
 from tests.kafka_broker import kafka_broker  # noqa: F401  (the module's broker)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -8,12 +8,12 @@ import socket
 
 import boto3
 import pytest
-from replay.store import default_store
+from replay.io.store import default_store
 from moto.server import ThreadedMotoServer
 
-from replay import journal, landing
-from replay.generate import generate
-from replay.journal import ingest
+from replay.io import journal, landing
+from replay.cli.generate import generate
+from replay.io.journal import ingest
 
 BUCKET = "retrace-landing"
 
@@ -239,9 +239,9 @@ def test_a_bad_batch_bound_option_fails_the_query_naming_it(spark, tmp_path, gen
 
 def test_the_live_job_streams_from_s3_into_outputs_equal_to_a_replay(spark, s3, generated, tmp_path):
     from jobs.stream import run_stream as live_stream
-    from replay import runner
-    from replay.hashing import target_hash
-    from replay.policy import Policy
+    from replay.cli import runner
+    from replay.cli.hashing import target_hash
+    from replay.model.policy import Policy
 
     uri = upload(s3, generated, "live")
     lake = str(tmp_path / "lake")
@@ -274,8 +274,8 @@ def test_s3_keys_may_hold_any_character(spark, s3, tmp_path):
 
 def test_the_live_job_reads_a_landing_folder_whose_names_hold_any_character(spark, tmp_path):
     from jobs.stream import run_stream as live_stream
-    from replay.policy import Policy
-    from replay.verify import verify
+    from replay.model.policy import Policy
+    from replay.cli.verify import verify
 
     folder = tmp_path / f"land {ODD}"
     (folder / f"sub {ODD}").mkdir(parents=True)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from orchestration.alerts import EmailAlertSink, LogFileAlertSink, WebhookAlertSink
 from orchestration.live import live_job
 from orchestration.resources import RetraceResource
-from replay import runner
-from replay.generate import generate
-from replay.hashing import target_hash
+from replay.cli import runner
+from replay.cli.generate import generate
+from replay.cli.hashing import target_hash
 from tests.quality.receivers import HttpReceiver
 
 

@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from jobs.catalog import DEFAULT_FOLDER
-from replay import runner
-from replay.generate import generate
-from replay.hashing import target_hash
-from replay.jobs import job_root, load_folder
-from replay.policy import Policy
+from replay.cli import runner
+from replay.cli.generate import generate
+from replay.cli.hashing import target_hash
+from replay.model.jobs import job_root, load_folder
+from replay.model.policy import Policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY = {"late_arrival_tolerance": "5s", "window": {"kind": "tumbling", "size": "1m"}}

@@ -6,7 +6,7 @@ import dagster as dg
 
 from orchestration.live import landing_sensor
 from orchestration.resources import RetraceResource
-from replay.generate import generate
+from replay.cli.generate import generate
 
 
 def _tick(instance, landing, cursor=None):

@@ -12,13 +12,13 @@ import sys
 
 from pyspark.sql import functions as F
 
-from replay import journal, locks
-from replay.generate import generate
-from replay.hashing import target_hash
-from replay.journal import ingest
-from replay.policy import Policy
-from replay.runner import run
-from replay.store import default_store
+from replay.io import journal, locks
+from replay.cli.generate import generate
+from replay.cli.hashing import target_hash
+from replay.io.journal import ingest
+from replay.model.policy import Policy
+from replay.cli.runner import run
+from replay.io.store import default_store
 
 REPLAY = os.path.join(sys.prefix, "bin", "replay")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from replay import checkpoints
-from replay.hashing import target_hash
-from replay.maintenance import maintain
-from replay.runner import output_path
-from replay.store import default_store
+from replay.io import checkpoints
+from replay.cli.hashing import target_hash
+from replay.io.maintenance import maintain
+from replay.cli.runner import output_path
+from replay.io.store import default_store
 from tests.lakes import replayed_lake
 
 
@@ -40,8 +40,8 @@ def test_maintenance_compacts_small_files_keeps_the_hash_and_time_travel(spark, 
 
 
 def test_maintenance_keeps_the_last_checkpoints_of_a_target(spark, tmp_path):
-    from replay.checkpoints import Checkpoint
-    from replay.state import State
+    from replay.io.checkpoints import Checkpoint
+    from replay.model.state import State
 
     lake = str(tmp_path / "lake")
     for batch in range(5):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from replay.metrics import HOUR, hourly, hourly_between, hours_of
+from replay.engine.metrics import HOUR, hourly, hourly_between, hours_of
 
 H0 = 1_704_067_200_000_000  # 2024-01-01T00:00:00Z in microseconds
 DECISIONS = ("seq long, partition int, offset long, kind string, action string, reasons array<string>, "

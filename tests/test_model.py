@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.compare import diff
+from replay.cli.compare import diff
 from tests.model import run_model
 
 CASES = sorted((Path(__file__).parent / "conformance" / "cases").glob("*.json"))

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import yaml
 
-from replay.policy import Policy, PolicyError, Punctuated, Window
+from replay.model.policy import Policy, PolicyError, Punctuated, Window
 
 # The defaults column of the spec's table (section 2), in the canonical `to_dict` form.
 SPEC_DEFAULTS = {
@@ -226,7 +226,7 @@ def test_timestamp_by_arrival_time_is_accepted():
 
 
 def test_timestamp_by_event_time_is_left_out_of_to_dict_so_existing_policy_hashes_stay():
-    from replay.runner import policy_hash
+    from replay.cli.runner import policy_hash
 
     explicit = Policy.from_dict({"timestamp_by": "event_time", "window": {"kind": "tumbling", "size": "1m"}})
     assert "timestamp_by" not in explicit.to_dict()
@@ -235,7 +235,7 @@ def test_timestamp_by_event_time_is_left_out_of_to_dict_so_existing_policy_hashe
 
 
 def test_timestamp_by_arrival_time_is_in_to_dict_and_changes_the_policy_hash():
-    from replay.runner import policy_hash
+    from replay.cli.runner import policy_hash
 
     p = Policy.from_dict({"timestamp_by": "arrival_time"})
     assert p.to_dict() == {"timestamp_by": "arrival_time", **SPEC_DEFAULTS}

@@ -1,7 +1,7 @@
 import io
 import time
 
-from replay.progress import progress
+from replay.cli.progress import progress
 
 
 def test_progress_reports_the_current_step_while_the_body_runs(spark):

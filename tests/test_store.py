@@ -8,7 +8,7 @@ import json
 import pytest
 from delta.tables import DeltaTable
 
-from replay.store import AppTransaction, DeltaStore, Replace, commit_metadata
+from replay.io.store import AppTransaction, DeltaStore, Replace, commit_metadata
 
 
 def test_a_commit_for_a_transaction_already_made_is_not_made_again(spark, tmp_path):

@@ -13,10 +13,12 @@ import time
 import pytest
 from pyspark.sql import functions as F
 
-from replay import journal, runner
-from replay.generate import generate
-from replay.hashing import target_hash
-from replay.policy import Policy
+from replay.io import journal
+
+from replay.cli import runner
+from replay.cli.generate import generate
+from replay.cli.hashing import target_hash
+from replay.model.policy import Policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY = {"late_arrival_tolerance": "5s", "out_of_order_tolerance": "1s", "idle_timeout": "30s",
@@ -87,7 +89,7 @@ def test_each_batch_lands_once_in_every_table_despite_crashes_between_table_comm
 
     from delta.tables import DeltaTable
 
-    from replay.store import default_store
+    from replay.io.store import default_store
 
     _, lake = crashed_lake
     store = default_store()

@@ -12,12 +12,12 @@ import sys
 import pytest
 from pyspark.sql import functions as F
 
-from replay.generate import generate
-from replay.journal import ingest
-from replay.policy import Policy
-from replay.runner import TABLES, output_path, run
-from replay.store import default_store
-from replay.verify import verify
+from replay.cli.generate import generate
+from replay.io.journal import ingest
+from replay.model.policy import Policy
+from replay.cli.runner import TABLES, output_path, run
+from replay.io.store import default_store
+from replay.cli.verify import verify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")
@@ -109,7 +109,7 @@ def _replay_cli(*args):
 
 
 def test_cli_exits_0_on_the_untouched_production(lake, capsys):
-    from replay.cli import main  # the command's code path in this process (its Spark session is running)
+    from replay.cli.main import main  # the command's code path in this process (its Spark session is running)
 
     assert main(["verify", "--lake", lake, "--policy", POLICY_FILE, "--from", SECOND_HOUR]) == 0
     assert "identical" in capsys.readouterr().out
@@ -142,7 +142,7 @@ def test_hash_and_verify_read_deletion_vectors(spark, lake, policy):
     a reader of the table's Parquet files would still see them."""
     from delta.tables import DeltaTable
 
-    from replay.hashing import table_digest, target_hash
+    from replay.cli.hashing import table_digest, target_hash
 
     _copy_with(spark, lake, "dv", None, lambda df: df)
     path = output_path(lake, "dv", "decisions")

@@ -15,7 +15,7 @@ from assets.journal import journal as journal_asset
 from assets.outputs import replay_outputs
 from orchestration.alerting import SENSORS
 from orchestration.resources import RetraceResource
-from replay.generate import generate
+from replay.cli.generate import generate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")

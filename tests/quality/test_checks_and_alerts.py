@@ -11,8 +11,8 @@ from pyspark.sql import functions as F
 
 from assets.checks import CHECKS
 from orchestration.alerting import check_failure_alert
-from replay.runner import TABLES, output_path
-from replay.store import default_store
+from replay.cli.runner import TABLES, output_path
+from replay.io.store import default_store
 from tests.quality.location import FIRST_HOUR, LAST_HOUR, definitions, materialize
 
 PARTITION = f"{FIRST_HOUR}...{LAST_HOUR}"

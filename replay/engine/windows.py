@@ -12,9 +12,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql.window import Window as SqlWindow
 from pyspark.sql import functions as F
 
-from replay.decisions import NEG
-from replay.policy import Policy, Window
-from replay.state import State
+from replay.engine.decisions import NEG
+from replay.model.policy import Policy, Window
+from replay.model.state import State
 
 
 def floor_div(a: Column, b: int) -> Column:

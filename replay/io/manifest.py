@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from replay import landing as landings
-from replay.store import TableStore, default_store
+from replay.io import landing as landings
+from replay.io.store import TableStore, default_store
 
 SCHEMA = "source string, size long, mtime_ns long, checksum string"
 SAMPLE = 64 * 1024

@@ -11,7 +11,7 @@ import os
 
 import matplotlib
 
-from replay.diff import number
+from replay.cli.diff import number
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402

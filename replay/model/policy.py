@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from replay.durations import format_duration, parse_duration
+from replay.model.durations import format_duration, parse_duration
 
 EARLY_ACTIONS = ("drop", "adjust")
 LATE_ACTIONS = ("adjust", "drop", "accept")

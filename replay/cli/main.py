@@ -5,22 +5,22 @@ import argparse
 import json
 import sys
 
-from replay.failures import is_user_failure, one_line
-from replay.policy import PolicyError
+from replay.cli.failures import is_user_failure, one_line
+from replay.model.policy import PolicyError
 
 
 def _spark():
-    from replay.spark import get_spark
+    from replay.io.spark import get_spark
 
     spark = get_spark("retrace")
-    spark.sparkContext.setLogLevel("FATAL")  # a failure is one line on stderr and a log file (replay.failures)
+    spark.sparkContext.setLogLevel("FATAL")  # a failure is one line on stderr and a log file (replay.cli.failures)
     return spark
 
 
 def _job(a):
     """(policy, job) of a command: `--job NAME` from the jobs folder, or the spec's job on `--policy`."""
-    from replay.jobs import load_folder
-    from replay.policy import Policy
+    from replay.model.jobs import load_folder
+    from replay.model.policy import Policy
 
     if getattr(a, "job", None):
         if getattr(a, "policy", None):
@@ -47,7 +47,7 @@ def _job_arguments(p: argparse.ArgumentParser, policy_help: str) -> None:
 
 
 def cmd_generate(a) -> int:
-    from replay.generate import generate
+    from replay.cli.generate import generate
 
     summary = generate(a.out, a.events, partitions=a.partitions, keys=a.keys, files=a.files, seed=a.seed,
                        fmt=a.format, shape=a.shape)
@@ -56,11 +56,11 @@ def cmd_generate(a) -> int:
 
 
 def cmd_ingest(a) -> int:
-    from replay import locks
-    from replay.journal import SourceFields, ingest
-    from replay.jobs import load_folder
+    from replay.io import locks
+    from replay.io.journal import SourceFields, ingest
+    from replay.model.jobs import load_folder
 
-    from replay.progress import progress
+    from replay.cli.progress import progress
 
     fields = SourceFields(a.event_time_field or "event_time", a.key_field or "key")
     if a.source:
@@ -93,11 +93,11 @@ def cmd_ingest(a) -> int:
 
 
 def cmd_run(a) -> int:
-    from replay.jobs import job_root
-    from replay.runner import new_run_id, run, summarize
+    from replay.model.jobs import job_root
+    from replay.cli.runner import new_run_id, run, summarize
 
-    from replay import locks
-    from replay.runner import check_target
+    from replay.io import locks
+    from replay.cli.runner import check_target
 
     policy, job = _job(a)
     root = job_root(a.lake, job)
@@ -116,7 +116,7 @@ def cmd_run(a) -> int:
 
 def _run_state(spark, a, root: str, run_id: str) -> str:
     """One sentence: what an interrupted `replay run` left in its target, and what to run next."""
-    from replay.runs import describe, table_runs
+    from replay.io.runs import describe, table_runs
 
     chosen = ["--job", a.job] if a.job else ["--policy", a.policy]
     again = " ".join(["replay run", "--lake", a.lake, *chosen, "--target", a.target]
@@ -135,10 +135,10 @@ def _run_state(spark, a, root: str, run_id: str) -> str:
 
 def cmd_stream(a) -> int:
     from jobs.stream import run_kafka_stream, run_stream
-    from replay.policy import Policy
+    from replay.model.policy import Policy
 
-    from replay import locks
-    from replay.runner import check_target
+    from replay.io import locks
+    from replay.cli.runner import check_target
 
     policy = Policy.from_yaml(a.policy)
     jobs, fields = _source_jobs(a)
@@ -182,8 +182,8 @@ def _diagnostic_alerts():
 
 def _source_jobs(a):
     """The jobs of `--source` (all of the jobs folder's jobs that read it) and its payload fields."""
-    from replay.journal import SourceFields
-    from replay.jobs import load_folder
+    from replay.io.journal import SourceFields
+    from replay.model.jobs import load_folder
 
     if not a.source:
         return (), SourceFields()
@@ -197,9 +197,9 @@ def _source_jobs(a):
 
 
 def cmd_hash(a) -> int:
-    from replay.hashing import target_hash
+    from replay.cli.hashing import target_hash
 
-    from replay.jobs import job_root, load_folder
+    from replay.model.jobs import job_root, load_folder
 
     job = load_folder(_jobs_folder(a)).job(a.job) if a.job else None
     print(target_hash(_spark(), job_root(a.lake, job), a.target))
@@ -207,8 +207,8 @@ def cmd_hash(a) -> int:
 
 
 def cmd_verify(a) -> int:
-    from replay.runner import check_target
-    from replay.verify import verify
+    from replay.cli.runner import check_target
+    from replay.cli.verify import verify
 
     policy, job = _job(a)  # bad input fails here, before Spark starts
     check_target(a.target)
@@ -219,8 +219,8 @@ def cmd_verify(a) -> int:
 
 
 def cmd_diff(a) -> int:
-    from replay.diff import diff
-    from replay.jobs import load_folder
+    from replay.cli.diff import diff
+    from replay.model.jobs import load_folder
 
     job = load_folder(_jobs_folder(a)).job(a.job) if a.job else None  # the tables alone: no policy needed
     if len(a.target) != 2:
@@ -234,10 +234,10 @@ def cmd_diff(a) -> int:
 def cmd_advise(a) -> int:
     import os
 
-    from replay import advice_report
-    from replay.advise import LATE_GRID, OUT_OF_ORDER_GRID, advise
-    from replay.durations import parse_duration
-    from replay.jobs import job_root
+    from replay.cli import advice_report
+    from replay.cli.advise import LATE_GRID, OUT_OF_ORDER_GRID, advise
+    from replay.model.durations import parse_duration
+    from replay.model.jobs import job_root
 
     policy, job = _job(a)
     _range(a)
@@ -259,7 +259,7 @@ def cmd_advise(a) -> int:
 
 
 def _range(a) -> None:
-    from replay.durations import parse_instant
+    from replay.model.durations import parse_instant
 
     start, end = (None if b is None else parse_instant(b, n) for b, n in ((a.start, "--from"), (a.end, "--to")))
     if start is not None and end is not None and start >= end:
@@ -267,7 +267,7 @@ def _range(a) -> None:
 
 
 def cmd_maintain(a) -> int:
-    from replay.maintenance import maintain
+    from replay.io.maintenance import maintain
 
     report = maintain(_spark(), a.lake, retention=a.retention, keep_checkpoints=a.keep_checkpoints)
     print(json.dumps(report.to_dict(), indent=2))
@@ -282,7 +282,7 @@ def cmd_demo(a) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    from replay.advise import LATE_GRID, OUT_OF_ORDER_GRID
+    from replay.cli.advise import LATE_GRID, OUT_OF_ORDER_GRID
 
     p = argparse.ArgumentParser(prog="replay", description="Deterministic replays of event-time streaming jobs.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -414,7 +414,7 @@ def _wait_argument(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from replay.locks import LockBusy
+    from replay.io.locks import LockBusy
 
     args = parser().parse_args(argv)
     try:

@@ -14,9 +14,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-from replay.decisions import NEG, arrival_checks, ordering_check
-from replay.policy import Policy, Punctuated
-from replay.state import KEYS_SCHEMA, PartitionState, State
+from replay.engine.decisions import NEG, arrival_checks, ordering_check
+from replay.model.policy import Policy, Punctuated
+from replay.model.state import KEYS_SCHEMA, PartitionState, State
 
 
 CHUNK_ROWS = 250_000  # seq values per chunk: a chunk is one task of the watermark pass

@@ -9,11 +9,11 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from replay import idle, job_sql, metrics, watermarks, windows
-from replay.decisions import NEG, last_reason
-from replay.jobs import Job
-from replay.policy import Policy
-from replay.state import ScopeState, State
+from replay.engine import idle, job_sql, metrics, watermarks, windows
+from replay.engine.decisions import NEG, last_reason
+from replay.model.jobs import Job
+from replay.model.policy import Policy
+from replay.model.state import ScopeState, State
 
 DECISION_SCHEMA = ("seq long, partition int, offset long, kind string, action string, reasons array<string>, "
                    "timestamp timestamp, watermark timestamp, output_watermark timestamp, arrival_time timestamp, "

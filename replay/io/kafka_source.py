@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from replay import journal
-from replay.store import TableStore, default_store
+from replay.io import journal
+from replay.io.store import TableStore, default_store
 
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}  # Spark's `timestampType` column
 BASE64 = "base64:"  # marks a record value that is not UTF-8 text, kept as base64 in `payload`

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from replay.store import TableStore, commit_metadata, default_store
+from replay.io.store import TableStore, commit_metadata, default_store
 
 OUTPUTS = ("decisions", "windows", "dead_letters", "watermarks", "metrics")
 
@@ -24,7 +24,7 @@ class TableRun:
 
 def table_runs(spark: SparkSession, lake: str, target: str, store: TableStore | None = None) -> list[TableRun]:
     """The run recorded by the latest commit of each output table of `target` (maintenance commits skipped)."""
-    from replay.runner import output_path
+    from replay.cli.runner import output_path
 
     store = store or default_store()
     out = []

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from replay.durations import format_duration, parse_duration
+from replay.model.durations import format_duration, parse_duration
 
 DEFAULT_RETENTION = "7d"  # Delta's own default (delta.deletedFileRetentionDuration)
 DEFAULT_KEEP_CHECKPOINTS = 100

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from replay.policy import Policy, PolicyError
+from replay.model.policy import Policy, PolicyError
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # a job's name: also a folder name and a Dagster asset prefix
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -6,7 +6,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.utils import AnalysisException
 
-from replay.jobs import Job, JobError
+from replay.model.jobs import Job, JobError
 
 JOURNAL_COLUMNS = ("seq", "partition", "offset", "kind", "arrival_time", "event_time", "key", "value")
 DECIDED_COLUMNS = ("seq", "partition", "offset", "action", "timestamp", "arrival_time", "key", "value")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame
 
-from replay.decisions import NEG
+from replay.engine.decisions import NEG
 
 WINDOWS_SCHEMA = "scope int, group_key string, k long, count long, sum decimal(38,12)"
 KEYS_SCHEMA = "partition int, key string, e long"

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from replay.state import KEYS_SCHEMA, WINDOWS_SCHEMA, PartitionState, ScopeState, State
-from replay.store import AppTransaction, TableStore, default_store
+from replay.model.state import KEYS_SCHEMA, WINDOWS_SCHEMA, PartitionState, ScopeState, State
+from replay.io.store import AppTransaction, TableStore, default_store
 
 SCALARS = (
     "batch long, seq long, policy string, entity string, id int, floor long, events long, wp long, counted long, ref long, "
@@ -43,7 +43,7 @@ class CheckpointMismatch(ValueError):
 
 
 def _path(lake: str, target: str, table: str) -> str:
-    from replay.runner import output_path
+    from replay.cli.runner import output_path
 
     return output_path(lake, target, table)
 

@@ -6,7 +6,7 @@ import hashlib
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay.store import TableStore, default_store
+from replay.io.store import TableStore, default_store
 
 HASHED = ("decisions", "windows", "dead_letters")
 
@@ -20,10 +20,10 @@ def table_digest(df: DataFrame) -> tuple[int, int]:
 
 
 def target_hash(spark: SparkSession, lake: str, target: str = "production", store: TableStore | None = None) -> str:
-    """Refuses (replay.runs.MixedRuns) a target whose tables come from different runs: its hash would be
+    """Refuses (replay.io.runs.MixedRuns) a target whose tables come from different runs: its hash would be
     of a half-written state."""
-    from replay.runner import output_path
-    from replay.runs import check_whole
+    from replay.cli.runner import output_path
+    from replay.io.runs import check_whole
 
     store = store or default_store()
     check_whole(spark, lake, target, store)

@@ -15,12 +15,12 @@ from datetime import datetime, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay import journal, locks
-from replay.jobs import Job, job_root
-from replay.policy import Policy
-from replay.runner import check_target, output_path, run
-from replay.runs import check_whole
-from replay.store import TableStore, default_store
+from replay.io import journal, locks
+from replay.model.jobs import Job, job_root
+from replay.model.policy import Policy
+from replay.cli.runner import check_target, output_path, run
+from replay.io.runs import check_whole
+from replay.io.store import TableStore, default_store
 
 COMPARED = ("decisions", "windows", "dead_letters")
 EXAMPLES = 3  # differing rows quoted per table and side
@@ -193,7 +193,7 @@ def compare(spark: SparkSession, lake: str, target: str, replayed: str, lo: int 
 
 def _seq_hours(spark, lake, store) -> DataFrame:
     """seq -> the hour (UTC) of its arrival, for every journal row."""
-    # the session time zone is UTC (replay.spark.DETERMINISM), so the formatted hour is UTC
+    # the session time zone is UTC (replay.io.spark.DETERMINISM), so the formatted hour is UTC
     return journal.read(spark, lake, store).select(
         F.col("seq").alias("_seq"), F.date_format("arrival_time", "yyyy-MM-dd'T'HH:00:00'Z'").alias("_hour"))
 

@@ -17,7 +17,7 @@ DELTA = {
     # idempotent commits (txnAppId) look up the table's transactions: keep them in the checksum file
     "spark.databricks.delta.setTransactionsInCrc.writeOnCommit": "true",
     # a range replay that adds and removes no rows of a table still commits, so the table records the run
-    # (replay/runs.py tells a whole target from a half-written one by each table's latest run id)
+    # (replay/io/runs.py tells a whole target from a half-written one by each table's latest run id)
     "spark.databricks.delta.skipRecordingEmptyCommits": "false",
 }
 

@@ -53,7 +53,7 @@ class TableStore(Protocol):
 def _spark() -> SparkSession:
     spark = SparkSession.getActiveSession()
     if spark is None:
-        from replay.spark import get_spark
+        from replay.io.spark import get_spark
 
         spark = get_spark()
     return spark

@@ -1,6 +1,6 @@
 """The journal (spec section 1): an append-only Delta table of every row the job observed.
 
-Ingest reads a landing (a folder, or `s3://bucket/prefix` through `replay.landing`) of JSON-lines or
+Ingest reads a landing (a folder, or `s3://bucket/prefix` through `replay.io.landing`) of JSON-lines or
 Parquet files on the executors, assigns `seq` in (file name, line) order, and commits once; files
 already in the journal (by name relative to the landing) are skipped, so ingesting twice is a no-op. Lines that cannot be placed (bad JSON, no partition, offset or arrival time) are
 kept as `kind = malformed` rows with their raw text, never dropped.
@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay import landing as landings
-from replay import locks, manifest
-from replay.paths import relative_name, spark_path
-from replay.store import TableStore, default_store
+from replay.io import landing as landings
+from replay.io import locks, manifest
+from replay.io.paths import relative_name, spark_path
+from replay.io.store import TableStore, default_store
 
 SCHEMA = (
     "seq long, partition int, offset long, kind string, arrival_time timestamp, event_time timestamp, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from replay.policy import Policy
+from replay.model.policy import Policy
 
 # -infinity for watermarks, in microseconds; far below any real instant and safe to subtract from.
 NEG = -(2**62)

@@ -14,13 +14,15 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay import checkpoints, engine, job_sql, journal, locks, metrics
-from replay.durations import parse_instant
-from replay.jobs import Job, job_root
-from replay.paths import spark_path
-from replay.policy import Policy
-from replay.progress import progress
-from replay.store import Replace, TableStore, default_store
+from replay.io import checkpoints, journal, locks
+
+from replay.engine import pipeline as engine, job_sql, metrics
+from replay.model.durations import parse_instant
+from replay.model.jobs import Job, job_root
+from replay.io.paths import spark_path
+from replay.model.policy import Policy
+from replay.cli.progress import progress
+from replay.io.store import Replace, TableStore, default_store
 
 TABLES = ("decisions", "windows", "dead_letters", "watermarks", "metrics")
 TARGET_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -86,7 +88,7 @@ def run(spark: SparkSession, lake: str, policy: Policy, target: str = "productio
     starts from the latest checkpoint before `start` of target `checkpoints_of` (default: `target`).
     Holds the target's lock: one writer at a time. Every commit records `run_id` (default: a new one) in its
     userMetadata, so a target whose tables come from different runs (an interrupted run) can be told apart
-    (`replay.runs`). `job`: a user's job (its policy replaces `policy`); its outputs are under
+    (`replay.io.runs`). `job`: a user's job (its policy replaces `policy`); its outputs are under
     LAKE/jobs/<job>/outputs/<target>/ (`jobs.job_root`)."""
     if job is not None:
         policy = job.policy
