@@ -9,8 +9,8 @@ from pyspark.sql import SparkSession
 
 # The jars infra/setup.sh resolves with Maven (delta-spark, Spark's Kafka source); RETRACE_JARS points
 # elsewhere, e.g. at a folder shipped to a cluster. Nothing is resolved at run time.
-JARS = os.environ.get("RETRACE_JARS") or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                                      "infra", "jars", "spark")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # replay/io/spark.py
+JARS = os.environ.get("RETRACE_JARS") or os.path.join(ROOT, "infra", "jars", "spark")
 DELTA = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
