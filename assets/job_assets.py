@@ -102,10 +102,10 @@ def job_outputs(job: Job) -> dg.AssetsDefinition:
     )
     def _outputs(context: dg.AssetExecutionContext, config: JobReplayConfig, retrace: RetraceResource):
         from replay.cli.hashing import target_hash
-        from replay.model.jobs import job_root
         from replay.cli.runner import check_target, output_path, run
-        from replay.io.store import default_store
         from replay.cli.verify import in_range
+        from replay.io.store import default_store
+        from replay.model.jobs import job_root
 
         target = check_target(config.target)
         this = with_override(job, config.policy_override)

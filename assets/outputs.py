@@ -33,9 +33,9 @@ def diff_metadata(spark, lake: str, target: str, start: str, end: str, job=None)
     the decided-differently count, a Markdown table and the whole report. Nothing for production itself, or
     when production has not been replayed."""
     from replay.cli.diff import diff, markdown
-    from replay.model.jobs import job_root
     from replay.cli.runner import output_path
     from replay.io.store import default_store
+    from replay.model.jobs import job_root
 
     if target == "production" or not default_store().exists(output_path(job_root(lake, job), "production",
                                                                          "decisions")):
@@ -62,8 +62,8 @@ def replay_outputs(context: dg.AssetExecutionContext, config: ReplayConfig, retr
     """Replay the journal's arrivals in [window start, window end) into LAKE/outputs/<target>/."""
     from replay.cli.hashing import target_hash
     from replay.cli.runner import check_target, output_path, run
-    from replay.io.store import default_store
     from replay.cli.verify import in_range
+    from replay.io.store import default_store
 
     target = check_target(config.target)
     policy = retrace.policy(config.policy_override or None)

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from replay.cli.runner import check_target, output_path, seq_bounds
+from replay.engine.windows import window_range
 from replay.io import journal as journal_table
+from replay.io.store import TableStore, default_store
 from replay.model.durations import parse_instant
 from replay.model.jobs import Job, job_root
 from replay.model.policy import Policy
-from replay.cli.runner import check_target, output_path, seq_bounds
-from replay.io.store import TableStore, default_store
-from replay.engine.windows import window_range
 
 KEPT = ("accepted", "adjusted")
 LOST = ("dropped", "quarantined")

@@ -36,10 +36,10 @@ def main(argv=None) -> dict:
         ap.error(f"--partitions must all be > 0, got {args.partitions}")
 
     from replay.cli.generate import generate
-    from replay.io.journal import ingest
-    from replay.model.policy import Policy
     from replay.cli.runner import run
+    from replay.io.journal import ingest
     from replay.io.spark import get_spark
+    from replay.model.policy import Policy
 
     work = os.path.abspath(args.work) if args.work else tempfile.mkdtemp(prefix="retrace-sweep-")
     spark = get_spark("retrace-partition-sweep")

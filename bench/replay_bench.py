@@ -50,15 +50,15 @@ def ingest_step(spark, landing: str, lake: str):
 
 
 def replay_step(spark, lake: str):
-    from replay.model.policy import Policy
     from replay.cli.runner import run
+    from replay.model.policy import Policy
 
     return run(spark, lake, Policy.from_yaml(POLICY), target="production")
 
 
 def job_step(spark, lake: str, path: str):
-    from replay.model.jobs import load_folder
     from replay.cli.runner import run
+    from replay.model.jobs import load_folder
 
     catalog = load_folder(os.path.dirname(os.path.abspath(path)))
     job = next(j for j in catalog.jobs.values() if os.path.abspath(str(j.origin)) == os.path.abspath(path))

@@ -36,8 +36,8 @@ def main() -> None:
     from jobs.demo import DEFAULT_POLICY
     from jobs.stream import run_stream
     from replay.cli.generate import generate
-    from replay.model.policy import Policy
     from replay.io.spark import get_spark
+    from replay.model.policy import Policy
 
     work = args.work or tempfile.mkdtemp(prefix="retrace-latency-")
     staging, landing, lake = (os.path.join(work, d) for d in ("staging", "landing", "lake"))

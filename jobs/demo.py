@@ -19,11 +19,11 @@ def run_demo(work: str = ".retrace", events: int = 200_000, policy_file: str | N
     from jobs.catalog import folder
     from replay.cli.generate import generate
     from replay.cli.hashing import target_hash
-    from replay.model.jobs import job_root, load_folder
-    from replay.io.journal import SourceFields, ingest
-    from replay.model.policy import Policy
     from replay.cli.runner import run, summarize
+    from replay.io.journal import SourceFields, ingest
     from replay.io.spark import get_spark
+    from replay.model.jobs import job_root, load_folder
+    from replay.model.policy import Policy
 
     began = time.perf_counter()
     landing, lake = os.path.join(work, "landing"), os.path.join(work, "lake")

@@ -28,16 +28,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import diagnostics, lag
-from replay.io import checkpoints, journal, kafka_source as kafka, locks, manifest
-from replay.engine import pipeline as engine, metrics
-from replay.io.checkpoints import Checkpoint, CheckpointMismatch, SourcePartition
+from replay.cli.runner import check_target, output_path, policy_hash, signature
+from replay.engine import metrics, pipeline as engine
 from replay.engine.decisions import NEG
+from replay.io import checkpoints, journal, kafka_source as kafka, locks, manifest
+from replay.io.checkpoints import Checkpoint, CheckpointMismatch, SourcePartition
+from replay.io.store import AppTransaction, Replace, TableStore, commit_metadata, default_store
 from replay.model.durations import format_instant
 from replay.model.jobs import Job, job_root
 from replay.model.policy import Policy
-from replay.cli.runner import check_target, output_path, policy_hash, signature
 from replay.model.state import State
-from replay.io.store import AppTransaction, Replace, TableStore, commit_metadata, default_store
 
 CLOCKS = ("system", "simulated")
 NEVER_SEEN_DELAY = 5_000_000  # microseconds: a partition that never had a row is estimated at now - 5 s (ASA)

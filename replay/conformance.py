@@ -14,12 +14,11 @@ import tempfile
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay.io import journal
-
 from replay.cli import runner
+from replay.io import journal
+from replay.io.store import default_store
 from replay.model.durations import format_instant
 from replay.model.policy import Policy
-from replay.io.store import default_store
 
 TIMES = {"timestamp", "watermark", "output_watermark", "window_start", "window_end"}
 SHAPES = {

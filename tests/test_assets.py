@@ -12,8 +12,8 @@ from assets.journal import journal
 from assets.outputs import OUTPUTS, replay_outputs
 from orchestration.resources import RetraceResource
 from replay.cli.generate import generate
-from replay.model.policy import Policy
 from replay.cli.runner import output_path
+from replay.model.policy import Policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 
 from replay.cli.hashing import table_digest
-from replay.model.policy import Policy
 from replay.cli.runner import output_path, run
 from replay.io.store import default_store
+from replay.model.policy import Policy
 from tests.dagster_fixtures import FIRST, FROM, LAST, OUTPUT_KEYS, PARTITION_STATS, POLICY_FILE, TO, backfill
 
 

@@ -11,13 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
-from replay.io import journal
-
 from replay.cli import runner
-from replay.io.journal import ingest
-from replay.model.policy import Policy
-from replay.io.store import default_store
 from replay.cli.verify import verify
+from replay.io import journal
+from replay.io.journal import ingest
+from replay.io.store import default_store
+from replay.model.policy import Policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY = Policy.from_yaml(os.path.join(ROOT, "infra", "policies", "production.yaml"))

@@ -7,13 +7,12 @@ import os
 
 from pyspark.sql import functions as F
 
-from replay.io import journal
-
 from replay.cli import runner
-from replay.io.journal import ingest
-from replay.model.policy import Policy
-from replay.io.store import default_store
 from replay.cli.verify import journal_violations
+from replay.io import journal
+from replay.io.journal import ingest
+from replay.io.store import default_store
+from replay.model.policy import Policy
 
 POLICY = Policy.from_dict({"window": {"kind": "tumbling", "size": "1m"}, "late_arrival_tolerance": "1h"})
 

@@ -8,14 +8,14 @@ import os
 import pytest
 from pyspark.sql import functions as F
 
-from replay.io import journal
-from replay.model.durations import format_instant
 from replay.cli.generate import generate
 from replay.cli.hashing import HASHED, table_digest, target_hash
-from replay.io.journal import ingest
-from replay.model.policy import Policy
 from replay.cli.runner import output_path, run
+from replay.io import journal
+from replay.io.journal import ingest
 from replay.io.store import default_store
+from replay.model.durations import format_instant
+from replay.model.policy import Policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")

@@ -7,9 +7,9 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 
-from replay.engine import watermarks
-from replay.conformance import engine_case
 from replay.cli.compare import diff
+from replay.conformance import engine_case
+from replay.engine import watermarks
 from tests.examples import examples
 from tests.journals import journals, policies
 from tests.model import run_model

@@ -4,9 +4,8 @@ from __future__ import annotations
 import os
 
 from replay.cli import main as cli
-
-from replay.io import journal, manifest
 from replay.cli.generate import generate
+from replay.io import journal, manifest
 from replay.io.journal import ingest
 
 

@@ -8,10 +8,9 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.engine import pipeline as engine
-
-from replay.io import journal
 from replay.conformance import SHAPES, _rows
+from replay.engine import pipeline as engine
+from replay.io import journal
 from replay.model.policy import Policy
 from tests.examples import examples
 from tests.journals import journals, policies

@@ -10,13 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from replay.engine import job_sql
-
-from replay.io import journal
-
 from replay.cli import runner
-from replay.model.jobs import Job, JobError, job_root, load_folder
+from replay.engine import job_sql
+from replay.io import journal
 from replay.io.store import default_store
+from replay.model.jobs import Job, JobError, job_root, load_folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY = {"window": {"kind": "tumbling", "size": "10s"}}

@@ -7,14 +7,13 @@ import os
 import pytest
 from pyspark.sql import functions as F
 
-from replay.io import journal
-
 from replay.cli import runner
-from replay.model.durations import parse_instant
 from replay.cli.generate import generate
+from replay.io import journal
 from replay.io.journal import ingest, journal_path
-from replay.model.policy import Policy
 from replay.io.store import default_store
+from replay.model.durations import parse_instant
+from replay.model.policy import Policy
 
 
 def _landing_lines(landing: str) -> dict[tuple[str, int], str]:

@@ -20,11 +20,11 @@ import yaml
 from pyspark.sql import functions as F
 
 from jobs.stream import run_kafka_stream
-from replay.io import journal, kafka_source
 from replay.cli import runner
 from replay.cli.hashing import target_hash
-from replay.model.policy import Policy
+from replay.io import journal, kafka_source
 from replay.io.store import default_store
+from replay.model.policy import Policy
 from tests.kafka_broker import kafka_broker  # noqa: F401  (the module's broker)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -11,8 +11,8 @@ import pytest
 from replay.io.store import default_store
 from moto.server import ThreadedMotoServer
 
-from replay.io import journal, landing
 from replay.cli.generate import generate
+from replay.io import journal, landing
 from replay.io.journal import ingest
 
 BUCKET = "retrace-landing"
@@ -274,8 +274,8 @@ def test_s3_keys_may_hold_any_character(spark, s3, tmp_path):
 
 def test_the_live_job_reads_a_landing_folder_whose_names_hold_any_character(spark, tmp_path):
     from jobs.stream import run_stream as live_stream
-    from replay.model.policy import Policy
     from replay.cli.verify import verify
+    from replay.model.policy import Policy
 
     folder = tmp_path / f"land {ODD}"
     (folder / f"sub {ODD}").mkdir(parents=True)

@@ -12,11 +12,11 @@ from pyspark.sql import functions as F
 
 from jobs.stream import run_stream
 from orchestration.alerts import WebhookAlertSink, deliver, diagnostic_alert
-from replay.io import journal
 from replay.cli import runner
 from replay.cli.hashing import target_hash
-from replay.model.policy import Policy
+from replay.io import journal
 from replay.io.store import default_store
+from replay.model.policy import Policy
 from tests.quality.receivers import HttpReceiver
 
 

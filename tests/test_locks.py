@@ -12,13 +12,13 @@ import sys
 
 from pyspark.sql import functions as F
 
-from replay.io import journal, locks
 from replay.cli.generate import generate
 from replay.cli.hashing import target_hash
-from replay.io.journal import ingest
-from replay.model.policy import Policy
 from replay.cli.runner import run
+from replay.io import journal, locks
+from replay.io.journal import ingest
 from replay.io.store import default_store
+from replay.model.policy import Policy
 
 REPLAY = os.path.join(sys.prefix, "bin", "replay")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from replay.io import checkpoints
 from replay.cli.hashing import target_hash
-from replay.io.maintenance import maintain
 from replay.cli.runner import output_path
+from replay.io import checkpoints
+from replay.io.maintenance import maintain
 from replay.io.store import default_store
 from tests.lakes import replayed_lake
 

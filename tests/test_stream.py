@@ -7,13 +7,13 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs.stream import LiveJob, run_stream
-from replay.io import journal
 from replay.cli import runner
 from replay.cli.generate import generate
 from replay.cli.hashing import target_hash
+from replay.io import journal
 from replay.io.landing import read_lines
-from replay.model.policy import Policy
 from replay.io.store import default_store
+from replay.model.policy import Policy
 
 POLICY = Policy.from_dict({
     "early_arrival_tolerance": "10s", "late_arrival_tolerance": "5s", "out_of_order_tolerance": "1s",

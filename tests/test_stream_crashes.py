@@ -13,11 +13,10 @@ import time
 import pytest
 from pyspark.sql import functions as F
 
-from replay.io import journal
-
 from replay.cli import runner
 from replay.cli.generate import generate
 from replay.cli.hashing import target_hash
+from replay.io import journal
 from replay.model.policy import Policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -13,11 +13,11 @@ import pytest
 from pyspark.sql import functions as F
 
 from replay.cli.generate import generate
-from replay.io.journal import ingest
-from replay.model.policy import Policy
 from replay.cli.runner import TABLES, output_path, run
-from replay.io.store import default_store
 from replay.cli.verify import verify
+from replay.io.journal import ingest
+from replay.io.store import default_store
+from replay.model.policy import Policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")

@@ -15,15 +15,14 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from replay.engine import pipeline as engine
-
-from replay.io import journal
 from replay.cli.diff import emission_delay, quantile_label
+from replay.cli.runner import seq_bounds
+from replay.engine import pipeline as engine
+from replay.io import journal
+from replay.io.store import TableStore, default_store
 from replay.model.durations import parse_duration
 from replay.model.jobs import Job
 from replay.model.policy import Policy
-from replay.cli.runner import seq_bounds
-from replay.io.store import TableStore, default_store
 
 LATE_GRID = ("0s", "1s", "2s", "5s", "10s", "30s", "1m", "2m", "5m", "10m", "30m")
 OUT_OF_ORDER_GRID = ("0s", "1s", "2s", "5s", "10s", "30s", "1m", "2m", "5m")

@@ -11,11 +11,11 @@ from datetime import datetime, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay.io import journal
-from replay.model.jobs import Job, job_root
 from replay.cli.runner import check_target, output_path, seq_bounds
-from replay.io.store import TableStore, default_store
 from replay.cli.verify import in_range
+from replay.io import journal
+from replay.io.store import TableStore, default_store
+from replay.model.jobs import Job, job_root
 
 SAMPLE = 5  # rows quoted per kind of difference
 DECIDED = ("action", "reasons", "timestamp")  # what an event's decision is

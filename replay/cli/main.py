@@ -93,11 +93,11 @@ def cmd_ingest(a) -> int:
 
 
 def cmd_run(a) -> int:
-    from replay.model.jobs import job_root
     from replay.cli.runner import new_run_id, run, summarize
+    from replay.model.jobs import job_root
 
-    from replay.io import locks
     from replay.cli.runner import check_target
+    from replay.io import locks
 
     policy, job = _job(a)
     root = job_root(a.lake, job)
@@ -137,8 +137,8 @@ def cmd_stream(a) -> int:
     from jobs.stream import run_kafka_stream, run_stream
     from replay.model.policy import Policy
 
-    from replay.io import locks
     from replay.cli.runner import check_target
+    from replay.io import locks
 
     policy = Policy.from_yaml(a.policy)
     jobs, fields = _source_jobs(a)

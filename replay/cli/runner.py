@@ -14,15 +14,14 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from replay.cli.progress import progress
+from replay.engine import job_sql, metrics, pipeline as engine
 from replay.io import checkpoints, journal, locks
-
-from replay.engine import pipeline as engine, job_sql, metrics
+from replay.io.paths import spark_path
+from replay.io.store import Replace, TableStore, default_store
 from replay.model.durations import parse_instant
 from replay.model.jobs import Job, job_root
-from replay.io.paths import spark_path
 from replay.model.policy import Policy
-from replay.cli.progress import progress
-from replay.io.store import Replace, TableStore, default_store
 
 TABLES = ("decisions", "windows", "dead_letters", "watermarks", "metrics")
 TARGET_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")

@@ -15,12 +15,12 @@ from datetime import datetime, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay.io import journal, locks
-from replay.model.jobs import Job, job_root
-from replay.model.policy import Policy
 from replay.cli.runner import check_target, output_path, run
+from replay.io import journal, locks
 from replay.io.runs import check_whole
 from replay.io.store import TableStore, default_store
+from replay.model.jobs import Job, job_root
+from replay.model.policy import Policy
 
 COMPARED = ("decisions", "windows", "dead_letters")
 EXAMPLES = 3  # differing rows quoted per table and side

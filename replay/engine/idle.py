@@ -13,8 +13,8 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from replay.model.policy import Policy
 from replay.engine.windows import scope_column, window_range
+from replay.model.policy import Policy
 
 
 def raises(rows: DataFrame, policy: Policy, before: dict[int, tuple[int | None, list[int]]] | None = None) -> DataFrame:

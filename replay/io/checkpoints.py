@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from replay.model.state import KEYS_SCHEMA, WINDOWS_SCHEMA, PartitionState, ScopeState, State
 from replay.io.store import AppTransaction, TableStore, default_store
+from replay.model.state import KEYS_SCHEMA, WINDOWS_SCHEMA, PartitionState, ScopeState, State
 
 SCALARS = (
     "batch long, seq long, policy string, entity string, id int, floor long, events long, wp long, counted long, ref long, "

@@ -9,9 +9,9 @@ from pyspark.sql import functions as F
 
 from assets import quality
 from assets.quality_tables import Target
-from replay.model.policy import Policy
 from replay.cli.runner import TABLES, output_path
 from replay.io.store import default_store
+from replay.model.policy import Policy
 from tests.quality.location import POLICY_FILE
 
 HOUR_0 = ("2024-01-01T00:00:00Z", "2024-01-01T01:00:00Z")
