@@ -308,4 +308,4 @@ def run_model(policy: dict, journal: list[dict]) -> dict:
     replay = Replay(Policy(policy or {}), journal)
     for seq, row in enumerate(journal):
         replay.row(seq, row)
-    return {"decisions": replay.engine.decisions, "windows": replay.window_rows(), "dead_letters": replay.dead_letters}
+    return {"decisions": replay.decisions, "windows": replay.window_rows(), "dead_letters": replay.dead_letters}
