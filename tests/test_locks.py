@@ -95,7 +95,7 @@ def test_a_writer_waits_for_the_lock_when_asked_then_names_the_holder(tmp_path):
 
 def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
     lock = str(tmp_path / "lake" / "journal.lock")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom replay import locks\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom replay.io import locks\n"
                                f"with locks.hold({lock!r}, 'doomed'):\n    print('held', flush=True)\n    time.sleep(600)"],
                               stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
