@@ -13,6 +13,7 @@ jobs.diagnostics).
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -48,6 +49,13 @@ def processing_time(clock: str, latest_arrival: int | None) -> int:
     if clock == "system":
         return time.time_ns() // 1000
     return latest_arrival if latest_arrival is not None else 0
+
+
+def _release_java_objects() -> None:
+    """Free the JVM objects behind a batch's Python garbage now. Each py4j JavaObject caches its method
+    handles, which point back at it: a reference cycle, so only Python's full collection frees it, and that
+    seldom runs; until then the batch's plans, cached blocks and broadcasts stay on the driver's heap."""
+    gc.collect()
 
 
 def _crash_point(name: str) -> None:
@@ -139,6 +147,7 @@ class LiveJob:
                 self._process(lines)
         finally:
             lines.unpersist()
+            _release_java_objects()
             self.idle_since = time.monotonic()
 
     def heartbeat(self, idle_for: float = 0.0) -> bool:
@@ -157,6 +166,7 @@ class LiveJob:
                 self._decide(new, 0, began, trigger="heartbeat")
                 return True
             finally:
+                _release_java_objects()
                 self.idle_since = time.monotonic()
 
     def _process(self, lines: DataFrame) -> None:

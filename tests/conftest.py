@@ -1,6 +1,8 @@
 """One SparkSession for the whole test session (start-up costs ~8 s), with few shuffle partitions."""
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 
@@ -20,6 +22,14 @@ def spark():
                                                 "spark.databricks.delta.delta.log.cacheSize": "100"})
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_java_objects():
+    """After each test module, a full Python collection: py4j's JavaObjects sit in reference cycles, so the
+    module's DataFrames, plans and broadcasts stay on the driver's heap until one runs (it seldom does)."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture

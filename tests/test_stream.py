@@ -2,8 +2,10 @@
 sizes, its outputs equal a replay of its own journal; a replay from a checkpoint gives the same suffix."""
 from __future__ import annotations
 
+import gc
 
 import pytest
+from py4j.java_gateway import JavaObject
 from pyspark.sql import functions as F
 
 from jobs.stream import LiveJob, run_stream
@@ -82,6 +84,26 @@ def test_every_landing_row_is_journaled_exactly_once(spark, landing, live_lake):
     rows = journal.read(spark, live_lake).where(F.col("source").isNotNull())
     lines = lines_of(spark, landing, journal.landing_files(landing))
     assert rows.count() == lines.count() == rows.select("source", "source_line").distinct().count()
+
+
+def _java_objects() -> int:
+    return sum(isinstance(o, JavaObject) for o in gc.get_objects())
+
+
+def test_each_micro_batch_frees_its_java_objects(spark, short_landing, tmp_path):
+    """py4j's JavaObjects sit in reference cycles, so only Python's full collection frees them (and the JVM
+    objects behind them: plans, broadcasts); the job runs one after every batch, so none pile up in between."""
+    gc.collect()
+    gc.disable()  # only the job's own collections run
+    try:
+        run_live(spark, short_landing, str(tmp_path / "lake"), 2)
+        left = _java_objects()
+        gc.collect()
+        left -= _java_objects()
+    finally:
+        gc.enable()
+    # the last batch's input DataFrame (the test's) is all that may be left
+    assert left <= 2, f"{left} JavaObjects were garbage the job had not collected"
 
 
 def _rows_from(spark, lake, target, lo):
