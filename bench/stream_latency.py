@@ -7,7 +7,8 @@ Generates the files in a staging folder, starts `replay stream` (system clock, o
 once the previous one is committed, and times each from its rename to its batch's last commit.
 With `--soak K` (and --files >= 2K + 1, e.g. `--files 200 --soak 20`) it also compares the median latency
 of the last K batches with that of the first K after the first one (target: within 1.2x), so the cost of a
-batch does not grow with the history behind it. The last line is one JSON object.
+batch does not grow with the history behind it, and the driver JVM's heap after a full GC at both points, so
+neither does its memory. The last line is one JSON object.
 """
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def main() -> None:
         heartbeat_seconds=0))  # the data path alone: a heartbeat between two files would delay the second
     stream.start()
     time.sleep(5)  # the query is up
-    latencies = []
+    latencies, heap = [], {}
     for i, name in enumerate(sorted(os.listdir(staging))):
         done.clear()
         tmp = os.path.join(landing, f".{name}")
@@ -70,6 +71,8 @@ def main() -> None:
         latencies.append(committed[-1].committed_at - written)
         print(f"file {i + 1}/{args.files}: {latencies[-1]:.2f} s from landing to committed outputs "
               f"(batch {committed[-1].seconds:.2f} s)", file=sys.stderr, flush=True)
+        if args.soak and i + 1 in (args.soak + 1, args.files):  # between batches: not in any latency
+            heap[i + 1] = _heap_after_gc(spark)
     stream.join(60)
     steady = latencies[1:] or latencies  # the first batch includes JVM code generation
     result = {"files": args.files, "events_per_file": args.events_per_file,
@@ -78,11 +81,22 @@ def main() -> None:
               "batch_median_s": round(statistics.median(r.seconds for r in committed[1:] or committed), 2)}
     if args.soak:
         first, last = statistics.median(steady[:args.soak]), statistics.median(steady[-args.soak:])
+        (n0, h0), (n1, h1) = sorted(heap.items())
         result.update({"soak_first_median_s": round(first, 2), "soak_last_median_s": round(last, 2),
-                       "soak_last_over_first": round(last / first, 2)})
+                       "soak_last_over_first": round(last / first, 2),
+                       "heap_mib": {str(n0): h0, str(n1): h1}})
         print(f"median latency, last {args.soak} / first {args.soak} batches: {last / first:.2f}x "
               f"({last:.2f} s / {first:.2f} s; target: at most 1.2x)")
+        print(f"driver heap after a full GC: {h0} MiB after batch {n0}, {h1} MiB after batch {n1}")
     print(json.dumps(result))
+
+
+def _heap_after_gc(spark) -> int:
+    """The driver JVM's live heap in MiB (in local mode it holds the executors' cached blocks too)."""
+    jvm = spark.sparkContext._jvm
+    jvm.java.lang.System.gc()
+    runtime = jvm.java.lang.Runtime.getRuntime()
+    return (runtime.totalMemory() - runtime.freeMemory()) >> 20
 
 
 if __name__ == "__main__":
