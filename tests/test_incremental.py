@@ -25,21 +25,27 @@ def _in_pieces(spark, policy: Policy, rows: list[dict], cuts: list[int]) -> dict
     it, where repeated (partition, offset) are found); flushes at the end."""
     df = journal.from_rows(spark, rows).persist()
     partitions = sorted({r["partition"] for r in rows})
-    state, result = None, {name: [] for name in SHAPES}
+    state, result, outs = None, {name: [] for name in SHAPES}, []
     bounds = [0, *cuts, len(rows)]
     for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
         last = i == len(bounds) - 2
         out = engine.replay(df.where(f"seq >= {lo} AND seq < {hi}"), policy, flush=last, state=state,
                             partitions=partitions, keep_state=True, history=df.where(f"seq < {lo}"))
+        outs.append(out)  # a piece's state reads what the pieces before it cached: freed at the end
         for name, part in _outputs(out).items():
             result[name] += part
         state = out.state
+    for out in outs:
+        out.unpersist()
+    df.unpersist()
     return {name: sorted(v, key=json.dumps) for name, v in result.items()}
 
 
 def _whole(spark, policy: Policy, rows: list[dict]) -> dict:
-    out = _outputs(engine.replay(journal.from_rows(spark, rows), policy))
-    return {name: sorted(v, key=json.dumps) for name, v in out.items()}
+    out = engine.replay(journal.from_rows(spark, rows), policy)
+    rows_of = _outputs(out)
+    out.unpersist()
+    return {name: sorted(v, key=json.dumps) for name, v in rows_of.items()}
 
 
 @st.composite
