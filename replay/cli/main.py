@@ -43,7 +43,17 @@ def _jobs_folder(a) -> str:
 def _job_arguments(p: argparse.ArgumentParser, policy_help: str) -> None:
     p.add_argument("--policy", help=policy_help)
     p.add_argument("--job", help="a job of the jobs folder (its name); instead of --policy")
+    _jobs_folder_argument(p)
+
+
+def _jobs_folder_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", metavar="DIR", help="the jobs folder (default $RETRACE_JOBS, else jobs/examples)")
+
+
+def _job_or_spec_arguments(p: argparse.ArgumentParser) -> None:
+    """--job for a command that reads a job's outputs; without it, the spec's count/sum job."""
+    p.add_argument("--job", help="a job of the jobs folder (default: the spec's job)")
+    _jobs_folder_argument(p)
 
 
 def cmd_generate(a) -> int:
@@ -303,7 +313,7 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--landing", required=True, help="a folder or s3://bucket/prefix")
     i.add_argument("--lake", required=True)
     i.add_argument("--source", help="a source of the jobs folder: its payload fields for event time and key")
-    i.add_argument("--jobs", metavar="DIR", help="the jobs folder (default $RETRACE_JOBS, else jobs/examples)")
+    _jobs_folder_argument(i)
     i.add_argument("--event-time-field", help="the payload field holding the event time (default event_time)")
     i.add_argument("--key-field", help="the payload field holding the key (default key)")
     i.add_argument("--accept-changed", action="store_true",
@@ -329,7 +339,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--policy", required=True, help="the spec's count/sum job's policy (target --target)")
     s.add_argument("--source", help="a source of the jobs folder: its payload fields, and every job reading it "
                                     "is run on each micro-batch from its own checkpoint")
-    s.add_argument("--jobs", metavar="DIR", help="the jobs folder (default $RETRACE_JOBS, else jobs/examples)")
+    _jobs_folder_argument(s)
     s.add_argument("--target", default="production")
     s.add_argument("--max-files-per-batch", type=int)
     s.add_argument("--max-bytes-per-batch", type=int)
@@ -353,8 +363,7 @@ def parser() -> argparse.ArgumentParser:
     h = sub.add_parser("hash", help="order-independent content hash of a target's outputs")
     h.add_argument("--lake", required=True)
     h.add_argument("--target", default="production")
-    h.add_argument("--job", help="a job of the jobs folder (default: the spec's job)")
-    h.add_argument("--jobs", metavar="DIR", help="the jobs folder (default $RETRACE_JOBS, else jobs/examples)")
+    _job_or_spec_arguments(h)
     h.set_defaults(fn=cmd_hash)
     v = sub.add_parser("verify", help="replay a range into a scratch target and compare it with a target "
                                       "(exit 0 identical, 1 different, 2 bad input)")
@@ -367,8 +376,7 @@ def parser() -> argparse.ArgumentParser:
     f = sub.add_parser("diff", help="what two targets of a job decided differently: events, windows, dead letters, "
                                     "output delay (exit 0 identical, 1 different, 2 bad input)")
     f.add_argument("--lake", required=True)
-    f.add_argument("--job", help="a job of the jobs folder (default: the spec's job)")
-    f.add_argument("--jobs", metavar="DIR", help="the jobs folder (default $RETRACE_JOBS, else jobs/examples)")
+    _job_or_spec_arguments(f)
     f.add_argument("--target", action="append", default=[], required=True,
                    help="a target; give it twice: --target production --target whatif")
     _range_arguments(f, "compare")
