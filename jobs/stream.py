@@ -274,10 +274,14 @@ class LiveJob:
         """Decide `rows` (the journal after the checkpoint) from the checkpoint; commit outputs, then state;
         record the batch's lag and diagnostics; then every user job on the source from its own checkpoint."""
         batch = self.cp.batch + 1
-        read, span = lag.reads(rows)
-        source = self._source_after(read, span["noted"])
-        self.late = None
-        self.cp = commit_batch(self, self.lake, self.target, self.policy, None, self.cp, rows, span, source)
+        rows = rows.persist()  # the batch's journal rows, read from Delta once for every step below
+        try:
+            read, span = lag.reads(rows)
+            source = self._source_after(read, span["noted"])
+            self.late = None
+            self.cp = commit_batch(self, self.lake, self.target, self.policy, None, self.cp, rows, span, source)
+        finally:
+            rows.unpersist()
         report = self._report(batch, files, span, began, trigger)
         self._observe(report, read)
         self.reports.append(report)
@@ -406,8 +410,9 @@ def _commit_metrics(store: TableStore, spark: SparkSession, root: str, target: s
     lo, hi = (F.timestamp_micros(F.lit(h)) for h in hours)
     kept = store.read(spark, path).where((F.col("hour") < lo) | (F.col("hour") >= hi))
     fresh = metrics.hourly_between(written["decisions"], written["dead_letters"], *hours)
-    store.write(kept.unionByName(fresh).orderBy("partition", "hour").coalesce(1), path, mode="overwrite",
-                metadata=metadata)
+    # one file in (partition, hour) order, sorted where it is gathered (a global sort would sample first)
+    store.write(kept.unionByName(fresh).coalesce(1).sortWithinPartitions("partition", "hour"), path,
+                mode="overwrite", metadata=metadata)
 
 
 def _committed(live: "LiveJob", root: str, target: str, cp: Checkpoint) -> Checkpoint:
@@ -453,6 +458,13 @@ class Consumer:
         meta = commit_metadata(live.spark, decisions) if live.store.exists(decisions) else None
         if meta and meta.get("job") == "replay stream" and meta.get("batch") == self.cp.batch + 1:
             rows = rows.where(F.col("seq") < meta["seq_to"])  # a half-committed batch is redone with its own rows
+        rows = rows.persist()  # the batch's journal rows, read from Delta once
+        try:
+            self._decide(live, rows)
+        finally:
+            rows.unpersist()
+
+    def _decide(self, live: "LiveJob", rows: DataFrame) -> None:
         span = lag.reads(rows)[1]
         if not span["n"]:
             return

@@ -12,7 +12,7 @@ def hourly(decisions: DataFrame, dead_letters: DataFrame) -> DataFrame:
     """Counts of early, late and out-of-order events by action, dead letters, watermark delay, and events
     repeating an earlier (partition, offset) or whose offset goes backwards in their partition."""
     prior = F.last(F.when(F.col("kind") == "event", F.col("offset")), ignorenulls=True).over(_earlier())
-    return _aggregate(decisions.withColumn("_prior", prior), dead_letters)
+    return _aggregate(decisions.withColumn("_prior", prior), dead_letters).orderBy("partition", "hour")
 
 
 def _earlier():
@@ -90,8 +90,4 @@ def _aggregate(decisions: DataFrame, dead_letters: DataFrame) -> DataFrame:
         F.count("*").alias("dead_letters"),
         F.count(F.when(F.col("reason") == "window_closed", 1)).alias("window_closed"),
     )
-    return (
-        per_row.join(letters, ["partition", "hour"], "left")
-        .fillna(0, ["dead_letters", "window_closed"])
-        .orderBy("partition", "hour")
-    )
+    return per_row.join(letters, ["partition", "hour"], "left").fillna(0, ["dead_letters", "window_closed"])
