@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
@@ -56,6 +56,16 @@ def _release_java_objects() -> None:
     handles, which point back at it: a reference cycle, so only Python's full collection frees it, and that
     seldom runs; until then the batch's plans, cached blocks and broadcasts stay on the driver's heap."""
     gc.collect()
+
+
+@contextmanager
+def _persisted(df: DataFrame):
+    """`df` kept for the block (a batch's rows are read by several steps), then freed even if a step fails."""
+    df = df.persist()
+    try:
+        yield df
+    finally:
+        df.unpersist()
 
 
 def _crash_point(name: str) -> None:
@@ -141,12 +151,10 @@ class LiveJob:
 
     def process(self, lines: DataFrame, spark_batch_id: int | None = None) -> None:
         """foreachBatch: journal the batch's landing lines, then decide and commit them."""
-        lines = lines.persist()  # read from the landing once
         try:
-            with self._lock:
-                self._process(lines)
+            with self._lock, _persisted(lines) as read_once:  # read from the landing once
+                self._process(read_once)
         finally:
-            lines.unpersist()
             _release_java_objects()
             self.idle_since = time.monotonic()
 
@@ -210,15 +218,13 @@ class LiveJob:
 
     def _append(self, lines: DataFrame, files: list[str]) -> DataFrame:
         """Journal the batch: its rows in (file, line) order, then the clock rows; returns the new rows."""
-        rows = journal.normalize(journal.raw_from_lines(lines, self.fields), self.source_partitions).persist()
-        per_file = {r["source"]: r["lines"] for r in rows.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
-        base = self.cp.state.seq + 1
-        observed = manifest.observe(self.landing, files) if self.landing is not None else {}
-        try:
+        with _persisted(journal.normalize(journal.raw_from_lines(lines, self.fields), self.source_partitions)) as rows:
+            per_file = {r["source"]: r["lines"]
+                        for r in rows.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
+            base = self.cp.state.seq + 1
+            observed = manifest.observe(self.landing, files) if self.landing is not None else {}
             new = self._journal(journal.with_seq(self.spark, rows, files, per_file, base), base,
                                 sum(per_file.values()))
-        finally:
-            rows.unpersist()
         manifest.record(self.spark, self.lake, observed, self.store, new=True)  # a half-journaled file stops the job
         return new
 
@@ -274,14 +280,11 @@ class LiveJob:
         """Decide `rows` (the journal after the checkpoint) from the checkpoint; commit outputs, then state;
         record the batch's lag and diagnostics; then every user job on the source from its own checkpoint."""
         batch = self.cp.batch + 1
-        rows = rows.persist()  # the batch's journal rows, read from Delta once for every step below
-        try:
+        with _persisted(rows) as rows:  # the batch's journal rows, read from Delta once for every step below
             read, span = lag.reads(rows)
             source = self._source_after(read, span["noted"])
             self.late = None
             self.cp = commit_batch(self, self.lake, self.target, self.policy, None, self.cp, rows, span, source)
-        finally:
-            rows.unpersist()
         report = self._report(batch, files, span, began, trigger)
         self._observe(report, read)
         self.reports.append(report)
@@ -458,25 +461,20 @@ class Consumer:
         meta = commit_metadata(live.spark, decisions) if live.store.exists(decisions) else None
         if meta and meta.get("job") == "replay stream" and meta.get("batch") == self.cp.batch + 1:
             rows = rows.where(F.col("seq") < meta["seq_to"])  # a half-committed batch is redone with its own rows
-        rows = rows.persist()  # the batch's journal rows, read from Delta once
-        try:
-            self._decide(live, rows)
-        finally:
-            rows.unpersist()
-
-    def _decide(self, live: "LiveJob", rows: DataFrame) -> None:
-        span = lag.reads(rows)[1]
-        if not span["n"]:
-            return
-        began = time.perf_counter()
-        try:
-            self.cp = commit_batch(live, self.root, live.target, self.job.policy, self.job, self.cp, rows, span, {})
-        except Exception as e:  # noqa: BLE001 - one job's failure must not stop the source or the other jobs
-            self.failures += 1
-            print(f"{self.job.describe()}: failed on journal seq {span['lo']}-{span['hi']} ({type(e).__name__}: "
-                  f"{' '.join(str(e).split())[:300]}); retried from its checkpoint at the next batch",
-                  file=sys.stderr, flush=True)
-            return
+        with _persisted(rows) as rows:  # the batch's journal rows, read from Delta once
+            span = lag.reads(rows)[1]
+            if not span["n"]:
+                return
+            began = time.perf_counter()
+            try:
+                self.cp = commit_batch(live, self.root, live.target, self.job.policy, self.job, self.cp, rows, span,
+                                       {})
+            except Exception as e:  # noqa: BLE001 - one job's failure must not stop the source or the other jobs
+                self.failures += 1
+                print(f"{self.job.describe()}: failed on journal seq {span['lo']}-{span['hi']} ({type(e).__name__}: "
+                      f"{' '.join(str(e).split())[:300]}); retried from its checkpoint at the next batch",
+                      file=sys.stderr, flush=True)
+                return
         print(f"{self.job.describe()}: batch {self.cp.batch}: {span['n']} rows (seq {span['lo']}-{span['hi']}) "
               f"committed in {time.perf_counter() - began:.1f}s", file=sys.stderr, flush=True)
 
@@ -595,16 +593,13 @@ class KafkaLiveJob(LiveJob):
             self.caught_up = True
         self._start_consumers()
         raw = kafka.raw_from_records(kafka.after(records, self.offsets), self.topic, self.fields)
-        rows = journal.normalize(raw, self.source_partitions).persist()
-        try:
+        with _persisted(journal.normalize(raw, self.source_partitions)) as rows:
             per_partition = {r["partition"]: r for r in rows.groupBy("partition").agg(
                 F.count("*").alias("n"), F.max("offset").alias("offset")).collect()}
             if not per_partition:
                 return
             base = self.cp.state.seq + 1
             new = self._journal(kafka.with_seq(rows, base), base, sum(r["n"] for r in per_partition.values()))
-        finally:
-            rows.unpersist()
         self.offsets.update({p: r["offset"] for p, r in per_partition.items()})
         self._decide(new, len(per_partition), began)
 
