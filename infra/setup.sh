@@ -5,6 +5,7 @@
 #   - Maven (apt-get, where missing), then the JVM jars into infra/jars/ (git-ignored), once:
 #     infra/jars/spark (delta-spark, Spark's Kafka source: on every SparkSession's spark.jars) and
 #     infra/jars/kafka-broker (the single-node Kafka broker the tests start); nothing is downloaded at run time
+#   - a JVM class archive of Spark's classes (infra/jars/jvm), so every local Spark driver starts sooner
 #   - .venv at the repo root with the pinned dependencies (infra/constraints.txt) and `replay`
 #   - then `replay demo`: generate a sample stream, ingest it, replay it, print a summary
 # `--no-demo` stops after the installation (the test command uses it).
@@ -66,6 +67,16 @@ resolve_jars() {
 }
 resolve_jars spark
 resolve_jars kafka-broker
+
+# The JVM class archive (infra/class_archive.py): recorded again when the JVM, the jars or the packages change.
+archive_key=$( (java -version 2>&1; cat infra/jars/spark/.resolved; echo "$deps"; cat infra/class_archive.py) | sha256sum | cut -d' ' -f1)
+if [ "$(cat infra/jars/jvm/.recorded 2>/dev/null)" != "$archive_key" ]; then
+  echo "setup: recording the JVM class archive (Spark drivers start seconds sooner)" >&2
+  mkdir -p infra/jars/jvm
+  .venv/bin/python infra/class_archive.py > infra/jars/jvm/record.log 2>&1 || { tail -30 infra/jars/jvm/record.log >&2; exit 1; }
+  tail -1 infra/jars/jvm/record.log >&2
+  echo "$archive_key" > infra/jars/jvm/.recorded
+fi
 
 if [ "${1:-}" != "--no-demo" ]; then
   .venv/bin/replay demo
