@@ -34,6 +34,7 @@ from replay.engine import metrics, pipeline as engine
 from replay.engine.decisions import NEG
 from replay.io import checkpoints, journal, kafka_source as kafka, locks, manifest
 from replay.io.checkpoints import Checkpoint, CheckpointMismatch, SourcePartition
+from replay.io.spark import few_rows
 from replay.io.store import AppTransaction, Replace, TableStore, commit_metadata, default_store
 from replay.model.durations import format_instant
 from replay.model.jobs import Job, job_root
@@ -179,7 +180,8 @@ class LiveJob:
 
     def _process(self, lines: DataFrame) -> None:
         began = time.perf_counter()
-        files = sorted(r["source"] for r in lines.select("source").distinct().collect())
+        per_file = lines.groupBy("source").count().collect()
+        files = sorted(r["source"] for r in per_file)
         tail = None if self.caught_up else self._tail()
         if tail is not None:
             pending, rows = tail
@@ -194,7 +196,8 @@ class LiveJob:
         self._start_consumers()
         if not files:
             return
-        rows = self._append(lines, files)
+        with few_rows(self.spark, sum(r["count"] for r in per_file)):
+            rows = self._append(lines, files)
         if self.sources is not None:
             self.sources |= set(files)
         self._decide(rows, len(files), began)
@@ -284,9 +287,11 @@ class LiveJob:
             read, span = lag.reads(rows)
             source = self._source_after(read, span["noted"])
             self.late = None
-            self.cp = commit_batch(self, self.lake, self.target, self.policy, None, self.cp, rows, span, source)
-        report = self._report(batch, files, span, began, trigger)
-        self._observe(report, read)
+            with few_rows(self.spark, span["n"]):
+                self.cp = commit_batch(self, self.lake, self.target, self.policy, None, self.cp, rows, span, source)
+        with few_rows(self.spark, span["n"]):
+            report = self._report(batch, files, span, began, trigger)
+            self._observe(report, read)
         self.reports.append(report)
         print(report.line(), file=sys.stderr, flush=True)
         for consumer in self.consumers:
@@ -467,8 +472,9 @@ class Consumer:
                 return
             began = time.perf_counter()
             try:
-                self.cp = commit_batch(live, self.root, live.target, self.job.policy, self.job, self.cp, rows, span,
-                                       {})
+                with few_rows(live.spark, span["n"]):
+                    self.cp = commit_batch(live, self.root, live.target, self.job.policy, self.job, self.cp, rows,
+                                           span, {})
             except Exception as e:  # noqa: BLE001 - one job's failure must not stop the source or the other jobs
                 self.failures += 1
                 print(f"{self.job.describe()}: failed on journal seq {span['lo']}-{span['hi']} ({type(e).__name__}: "

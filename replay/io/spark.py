@@ -4,6 +4,8 @@ from __future__ import annotations
 import glob
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
@@ -77,6 +79,32 @@ def _driver_java_options() -> str:
         return DRIVER_JAVA_OPTIONS
     # -Xlog: a stale archive is skipped without a warning on every start
     return f"{DRIVER_JAVA_OPTIONS} -XX:SharedArchiveFile={CLASS_ARCHIVE} -Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+# A live micro-batch of up to this many rows is evaluated without generated code (see few_rows).
+FEW_ROWS = 50_000
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+@contextmanager
+def few_rows(spark: SparkSession, rows: int) -> Iterator[None]:
+    """Queries in the block evaluate row by row, not with generated code, when `rows` is small: a live batch
+    of 1,000 events spent most of its executors' time compiling each stage's code (Janino), which costs
+    more than the rows; its batches took 12-22% less time without it. The session's settings come back after."""
+    if rows > FEW_ROWS:
+        yield
+        return
+    before = {k: spark.conf.get(k, None) for k in INTERPRETED}
+    for k, v in INTERPRETED.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
 
 
 def jars(folder: str = JARS) -> list[str]:

@@ -1,0 +1,81 @@
+"""How the project's SparkSession runs: a local driver maps the JVM class archive that set-up recorded
+(infra/class_archive.py); a live batch of few rows is evaluated without generated code."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from replay.io import spark as spark_io
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# -Xshare:on: the JVM refuses to start unless it maps the archive (same JVM, same class path, same jars)
+DRIVER = """
+from replay.io.spark import _driver_java_options, get_spark
+spark = get_spark("retrace-archive-test", conf={"spark.driver.extraJavaOptions": _driver_java_options() + " -Xshare:on"})
+print("rows", spark.range(3).count())
+"""
+
+
+def test_a_local_driver_starts_from_the_class_archive_setup_recorded():
+    assert os.path.isfile(spark_io.CLASS_ARCHIVE), f"no class archive at {spark_io.CLASS_ARCHIVE}: run infra/setup.sh"
+    done = subprocess.run([sys.executable, "-c", DRIVER], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.returncode == 0 and "rows 3" in done.stdout, done.stderr[-3000:]
+
+
+def test_without_the_archive_a_driver_still_starts(tmp_path):
+    """A stale or missing archive costs start-up time, never a failed start."""
+    stale = tmp_path / "classes.jsa"
+    stale.write_bytes(b"not an archive")
+    done = subprocess.run([sys.executable, "-c", DRIVER.replace(' + " -Xshare:on"', "")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": ROOT, "RETRACE_CLASS_ARCHIVE": str(stale)})
+    assert done.returncode == 0 and "rows 3" in done.stdout, done.stderr[-3000:]
+
+
+def _ranked(spark, k: int) -> list:
+    """A shuffle, a window function and an aggregate (the kinds of operators the engine uses); `k` makes the
+    generated code new, so Spark's cache of compiled code cannot answer for it."""
+    df = spark.range(200).select((F.col("id") % k).alias("k"), (F.col("id") + k).alias("v"))
+    ranked = df.select("k", "v", (F.max("v").over(Window.partitionBy("k").orderBy("v")) * k).alias("m"))
+    return (ranked.groupBy("k").agg((F.sum("m") - k).alias("s"), F.count("*").alias("n"))
+            .where(F.col("k") < k + 1).orderBy("k").collect())
+
+
+def _compiling(spark, k: int) -> tuple[list, int]:
+    """The rows of _ranked and how many classes Spark compiled (Janino) to compute them."""
+    compiled = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    before = compiled.getCount()
+    rows = _ranked(spark, k)
+    return rows, compiled.getCount() - before
+
+
+def test_a_few_rows_are_evaluated_without_compiling_code_with_the_same_result(spark):
+    _ranked(spark, 5)  # what every query needs (reading rows back to Python) is compiled once, here
+    with spark_io.few_rows(spark, 1_000):
+        assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
+        interpreted, compiles = _compiling(spark, 7)
+    generated, compiles_outside = _compiling(spark, 7)
+    assert interpreted == generated
+    assert compiles <= 1 < 4 <= compiles_outside, (compiles, compiles_outside)
+
+
+def test_after_a_few_rows_the_session_settings_come_back(spark):
+    before = {k: spark.conf.get(k, None) for k in spark_io.INTERPRETED}
+    try:
+        with spark_io.few_rows(spark, 1_000):
+            raise RuntimeError("a failed step")
+    except RuntimeError:
+        pass
+    assert {k: spark.conf.get(k, None) for k in spark_io.INTERPRETED} == before
+    assert _compiling(spark, 11)[1] >= 4
+
+
+def test_many_rows_keep_generated_code(spark):
+    with spark_io.few_rows(spark, spark_io.FEW_ROWS + 1):
+        assert _compiling(spark, 13)[1] >= 4
