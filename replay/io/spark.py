@@ -90,7 +90,7 @@ INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.facto
 def few_rows(spark: SparkSession, rows: int) -> Iterator[None]:
     """Queries in the block evaluate row by row, not with generated code, when `rows` is small: a live batch
     of 1,000 events spent most of its executors' time compiling each stage's code (Janino), which costs
-    more than the rows; its batches took 12-22% less time without it. The session's settings come back after."""
+    more than the rows; its batches took 8-9% less time without it. The session's settings come back after."""
     if rows > FEW_ROWS:
         yield
         return
