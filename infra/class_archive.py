@@ -38,8 +38,9 @@ def main(archive: str = CLASS_ARCHIVE) -> None:
     with tempfile.TemporaryDirectory(prefix="retrace-class-archive-") as work:
         landing, lake = os.path.join(work, "landing"), os.path.join(work, "lake")
         generate(landing, 2000, partitions=4, keys=50, files=2, seed=0, shape="sensors")
-        job = load_folder(folder()).jobs["device_minute"]  # a user's job: fields, filter, several aggregates
-        source = load_folder(folder()).sources[job.source]
+        catalog = load_folder(folder())
+        job = catalog.jobs["device_minute"]  # a user's job: fields, filter, several aggregates
+        source = catalog.sources[job.source]
         ingest(spark, landing, lake, fields=SourceFields(source.event_time_field, source.key_field))
         run(spark, lake, job.policy)
         run(spark, lake, job.policy, job=job)

@@ -289,9 +289,8 @@ class LiveJob:
             self.late = None
             with few_rows(self.spark, span["n"]):
                 self.cp = commit_batch(self, self.lake, self.target, self.policy, None, self.cp, rows, span, source)
-        with few_rows(self.spark, span["n"]):
-            report = self._report(batch, files, span, began, trigger)
-            self._observe(report, read)
+                report = self._report(batch, files, span, began, trigger)
+                self._observe(report, read)
         self.reports.append(report)
         print(report.line(), file=sys.stderr, flush=True)
         for consumer in self.consumers:
