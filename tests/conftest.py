@@ -37,4 +37,29 @@ def lake(tmp_path):
     return str(tmp_path / "lake")
 
 
+# `infra/test.sh` runs the suite on two pytest-xdist workers (`--dist loadgroup`): a file is one group, so its
+# module fixtures start once; files that share a session fixture are one group, so it starts once.
+SHARED_SESSION_FIXTURES = {"test_backfill_webserver.py": "dagster_stack", "test_ui.py": "dagster_stack"}
+# Groups known to take minutes go first (longest first), so no worker is left alone with one at the end.
+LONG_FIRST = ["test_stream_crashes.py", "dagster_stack", "test_stream.py", "quality", "test_live_jobs.py",
+              "test_incremental.py", "test_live_time.py", "test_kafka_stream.py", "test_locks.py",
+              "test_engine_matches_model.py", "test_cli.py", "test_cluster.py", "test_verify.py",
+              "test_landing.py", "test_advise.py"]
+
+
+def _group_of(item) -> str:
+    """The xdist group of a test: its file, or the name of the session fixture it shares with other files."""
+    path = item.path
+    if path.parent.name == "quality":  # the clean and late replays are session fixtures of tests/quality
+        return "quality"
+    return SHARED_SESSION_FIXTURES.get(path.name, path.name)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group_of(item)))
+    rank = {group: n for n, group in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(_group_of(item), len(rank)))  # stable: files keep their order
+
+
 from tests.dagster_fixtures import dagster_stack, range_backfill  # noqa: E402,F401  (webserver tests share them)
