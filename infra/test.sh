@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/replay ] || bash infra/setup.sh --no-demo
 # two workers (pytest-xdist): much of a test's time is one JVM starting or one driver between Spark jobs, so a
 # second worker uses the core the first leaves idle; RETRACE_TEST_WORKERS=0 runs the suite in this process
-exec .venv/bin/python -m pytest -n "${RETRACE_TEST_WORKERS:-2}" --dist loadgroup "$@"
+exec .venv/bin/python -m pytest -n "${RETRACE_TEST_WORKERS:-2}" "$@"

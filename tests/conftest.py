@@ -37,9 +37,10 @@ def lake(tmp_path):
     return str(tmp_path / "lake")
 
 
-# `infra/test.sh` runs the suite on two pytest-xdist workers (`--dist loadgroup`): a file is one group, so its
-# module fixtures start once; files that share a session fixture are one group, so it starts once.
-SHARED_SESSION_FIXTURES = {"test_backfill_webserver.py": "dagster_stack", "test_ui.py": "dagster_stack"}
+# `infra/test.sh` runs the suite on two pytest-xdist workers. A group of tests runs on one worker: a file (its
+# module fixtures start once), or the files that share a session fixture (it starts once).
+SHARED_SESSION_FIXTURES = {"test_backfill_webserver.py": "dagster_stack", "test_ui.py": "dagster_stack",
+                           "quality": "quality"}  # tests/quality/*: the clean and late replays
 # Groups known to take minutes go first (longest first), so no worker is left alone with one at the end.
 LONG_FIRST = ["test_stream_crashes.py", "dagster_stack", "test_stream.py", "quality", "test_live_jobs.py",
               "test_incremental.py", "test_live_time.py", "test_kafka_stream.py", "test_locks.py",
@@ -47,19 +48,29 @@ LONG_FIRST = ["test_stream_crashes.py", "dagster_stack", "test_stream.py", "qual
               "test_landing.py", "test_advise.py"]
 
 
-def _group_of(item) -> str:
-    """The xdist group of a test: its file, or the name of the session fixture it shares with other files."""
-    path = item.path
-    if path.parent.name == "quality":  # the clean and late replays are session fixtures of tests/quality
-        return "quality"
-    return SHARED_SESSION_FIXTURES.get(path.name, path.name)
+def group_of(nodeid: str) -> str:
+    """The group of a test, from its node id (tests/quality/test_x.py::test_y -> quality)."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    return SHARED_SESSION_FIXTURES.get(parts[-2] if len(parts) > 1 else "",
+                                       SHARED_SESSION_FIXTURES.get(parts[-1], parts[-1]))
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group_of(item)))
     rank = {group: n for n, group in enumerate(LONG_FIRST)}
-    items.sort(key=lambda item: rank.get(_group_of(item), len(rank)))  # stable: files keep their order
+    items.sort(key=lambda item: rank.get(group_of(item.nodeid), len(rank)))  # stable: files keep their order
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own choice from --dist
+def pytest_xdist_make_scheduler(config, log):
+    """Whole groups to a worker, in collection order (xdist's loadgroup marks do not work with pytest 9.2)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    config.option.loadscopereorder = False  # keep LONG_FIRST, not the groups with most tests first
+    return GroupScheduling(config, log)
 
 
 from tests.dagster_fixtures import dagster_stack, range_backfill  # noqa: E402,F401  (webserver tests share them)

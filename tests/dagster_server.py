@@ -55,6 +55,7 @@ def dagster_server(work: str, env: dict[str, str], daemon: bool = False, timeout
     home = os.path.join(work, "dagster_home")
     os.makedirs(home, exist_ok=True)
     shutil.copy(os.path.join(ROOT, "infra", "dagster.local.yaml"), os.path.join(home, "dagster.yaml"))
+    _create_storage(home)
     port = free_port()
     full_env = {**os.environ, "DAGSTER_HOME": home, **env}
     logs, procs = {}, []
@@ -83,6 +84,14 @@ def dagster_server(work: str, env: dict[str, str], daemon: bool = False, timeout
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(timeout=10)
+
+
+def _create_storage(home: str) -> None:
+    """The instance's SQLite databases, made before its two processes start: otherwise both create them at
+    once, and one can fail ("table alembic_version already exists") when the machine is busy."""
+    from dagster import DagsterInstance
+
+    DagsterInstance.from_config(home).dispose()
 
 
 def _wait_loaded(server: DagsterServer, procs, timeout: float) -> None:
