@@ -180,8 +180,9 @@ class LiveJob:
 
     def _process(self, lines: DataFrame) -> None:
         began = time.perf_counter()
-        per_file = lines.groupBy("source").count().collect()
-        files = sorted(r["source"] for r in per_file)
+        per_file = {r["source"]: r for r in lines.groupBy("source").agg(
+            F.count("*").alias("count"), F.max("source_line").alias("lines")).collect()}
+        files = sorted(per_file)
         tail = None if self.caught_up else self._tail()
         if tail is not None:
             pending, rows = tail
@@ -196,8 +197,8 @@ class LiveJob:
         self._start_consumers()
         if not files:
             return
-        with few_rows(self.spark, sum(r["count"] for r in per_file)):
-            rows = self._append(lines, files)
+        with few_rows(self.spark, sum(r["count"] for r in per_file.values())):
+            rows = self._append(lines, {f: per_file[f]["lines"] for f in files})
         if self.sources is not None:
             self.sources |= set(files)
         self._decide(rows, len(files), began)
@@ -219,15 +220,14 @@ class LiveJob:
         found = rows.agg(F.count("*").alias("n"), F.collect_set("source").alias("sources")).first()
         return (set(found["sources"]), rows) if found["n"] else None
 
-    def _append(self, lines: DataFrame, files: list[str]) -> DataFrame:
-        """Journal the batch: its rows in (file, line) order, then the clock rows; returns the new rows."""
-        with _persisted(journal.normalize(journal.raw_from_lines(lines, self.fields), self.source_partitions)) as rows:
-            per_file = {r["source"]: r["lines"]
-                        for r in rows.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
-            base = self.cp.state.seq + 1
-            observed = manifest.observe(self.landing, files) if self.landing is not None else {}
-            new = self._journal(journal.with_seq(self.spark, rows, files, per_file, base), base,
-                                sum(per_file.values()))
+    def _append(self, lines: DataFrame, per_file: dict[str, int]) -> DataFrame:
+        """Journal the batch (`per_file`: each file's line count): its rows in (file, line) order, then the clock
+        rows; returns the new rows."""
+        files = sorted(per_file)
+        rows = journal.normalize(journal.raw_from_lines(lines, self.fields), self.source_partitions)
+        base = self.cp.state.seq + 1
+        observed = manifest.observe(self.landing, files) if self.landing is not None else {}
+        new = self._journal(journal.with_seq(self.spark, rows, files, per_file, base), base, sum(per_file.values()))
         manifest.record(self.spark, self.lake, observed, self.store, new=True)  # a half-journaled file stops the job
         return new
 
