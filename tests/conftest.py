@@ -1,4 +1,4 @@
-"""One SparkSession for the whole test session (start-up costs ~8 s), with few shuffle partitions."""
+"""One SparkSession per test process (start-up costs ~8 s), with few shuffle partitions; `infra/test.sh` runs two."""
 from __future__ import annotations
 
 import gc
