@@ -4,11 +4,23 @@ null rows when asked); each commit carries its userMetadata."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from delta.tables import DeltaTable
 
-from replay.io.store import AppTransaction, DeltaStore, Replace, commit_metadata
+from replay.io.store import AppTransaction, DeltaStore, Replace, commit_metadata, replaced_by
+
+
+def _jobs_of(spark, write) -> int:
+    """The Spark jobs `write()` runs (in a job group of its own: a group keeps the jobs of every earlier use)."""
+    sc, group = spark.sparkContext, f"write-under-test-{uuid.uuid4()}"
+    sc.setJobGroup(group, "one commit")
+    try:
+        write()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return len(sc.statusTracker().getJobIdsForGroup(group))
 
 
 def test_a_commit_for_a_transaction_already_made_is_not_made_again(spark, tmp_path):
@@ -75,6 +87,56 @@ def test_a_range_replace_keeps_the_rows_outside_the_range(spark, tmp_path):
     assert sorted(r["seq"] for r in store.read(spark, path).collect()) == [0, 1, 3, 4, 5]
 
 
+def test_an_overwrite_of_a_table_whose_checksum_lists_its_files_runs_one_spark_job(spark, tmp_path):
+    """Delta lists a small table's files in its checksum: the overwrite removes them without rebuilding the
+    table's state (the writer's path: 5 jobs)."""
+    store, path = DeltaStore(), str(tmp_path / "t")
+    for first in (0, 10):
+        store.write(spark.createDataFrame([(first,), (first + 1,)], "seq long"), path)
+    fresh = spark.createDataFrame([(7,)], "seq long").coalesce(1)
+    assert _jobs_of(spark, lambda: store.write(fresh, path, mode="overwrite", metadata={"run": "o"})) == 1
+    assert [r["seq"] for r in store.read(spark, path).collect()] == [7]
+    last = DeltaTable.forPath(spark, path).history(1).first()
+    assert (last["operation"], last["operationParameters"]["mode"]) == ("WRITE", "Overwrite")
+    assert json.loads(last["userMetadata"]) == {"run": "o"}
+
+
+def test_a_range_replace_of_whole_files_runs_one_spark_job_and_keeps_the_files_outside_the_range(spark, tmp_path):
+    store, path = DeltaStore(), str(tmp_path / "t")
+    for rows in ([(1, 1), (2, 4)], [(3, 5), (4, None)]):  # a file before the range, a file in it
+        store.write(spark.createDataFrame(rows, "id long, emitted_at long").coalesce(1), path)
+    fresh = spark.createDataFrame([(5, 6), (6, None)], "id long, emitted_at long").coalesce(1)
+    replace = Replace("emitted_at", 5, None, nulls=True)
+    assert _jobs_of(spark, lambda: store.write(fresh, path, replace=replace, txn=AppTransaction("a", 1))) == 1
+    assert sorted(r["id"] for r in store.read(spark, path).collect()) == [1, 2, 5, 6]
+    assert DeltaTable.forPath(spark, path).history(1).first()["operationParameters"]["predicate"] == \
+        replace.predicate()
+    assert store.write(fresh, path, replace=replace, txn=AppTransaction("a", 1)) is None  # a retry: no commit
+    assert store.read(spark, path).count() == 4
+
+
+def test_a_range_replace_through_a_file_with_rows_on_both_sides_keeps_that_files_rows_outside(spark, tmp_path):
+    store, path = DeltaStore(), str(tmp_path / "t")
+    store.write(spark.createDataFrame([(s,) for s in range(6)], "seq long").coalesce(1), path)
+    store.write(spark.createDataFrame([(3,)], "seq long"), path, replace=Replace("seq", 2, 4))
+    assert sorted(r["seq"] for r in store.read(spark, path).collect()) == [0, 1, 3, 4, 5]
+
+
+@pytest.mark.parametrize("stats, verdict", [
+    ({"numRecords": 2, "minValues": {"c": 5}, "maxValues": {"c": 9}, "nullCount": {"c": 0}}, True),
+    ({"numRecords": 2, "minValues": {"c": 1}, "maxValues": {"c": 4}, "nullCount": {"c": 0}}, False),
+    ({"numRecords": 2, "minValues": {"c": 4}, "maxValues": {"c": 5}, "nullCount": {"c": 0}}, None),
+    ({"numRecords": 2, "minValues": {"c": 10}, "maxValues": {"c": 12}, "nullCount": {"c": 0}}, False),
+    ({"numRecords": 2, "minValues": {"c": 5}, "maxValues": {"c": 5}, "nullCount": {"c": 1}}, None),
+    ({"numRecords": 2, "nullCount": {"c": 2}}, False),
+    ({"numRecords": 0, "nullCount": {"c": 0}}, True),
+    ({"numRecords": 2}, None),
+    (None, None),
+])
+def test_a_files_statistics_tell_whether_a_range_replace_removes_all_none_or_some_of_its_rows(stats, verdict):
+    assert replaced_by(Replace("c", 5, 10), stats and json.dumps(stats)) is verdict
+
+
 def test_a_range_replace_with_nulls_replaces_the_null_rows_too(spark, tmp_path):
     store, path = DeltaStore(), str(tmp_path / "t")
     rows = [(1, 1), (2, 5), (3, None), (4, 9)]
@@ -82,6 +144,22 @@ def test_a_range_replace_with_nulls_replaces_the_null_rows_too(spark, tmp_path):
     store.write(spark.createDataFrame([(5, 6), (6, None)], "id long, emitted_at long"), path,
                 replace=Replace("emitted_at", 5, None, nulls=True))
     assert sorted(r["id"] for r in store.read(spark, path).collect()) == [1, 5, 6]
+
+
+def test_the_rows_a_commit_added_are_read_from_its_files_without_rebuilding_the_table_state(spark, tmp_path):
+    store, path = DeltaStore(), str(tmp_path / "a [b]")  # glob characters in the path name that folder only
+    versions = [store.write(spark.createDataFrame([(b, b * 10)], "batch long, v long"), path,
+                            txn=AppTransaction("a", b)) for b in range(3)]
+    rows = []
+    assert _jobs_of(spark, lambda: rows.extend(store.read_commit(spark, path, versions[1]).collect())) == 1
+    assert [tuple(r) for r in rows] == [(1, 10)]
+
+
+def test_a_commit_that_removed_rows_is_not_read_as_its_added_files(spark, tmp_path):
+    store, path = DeltaStore(), str(tmp_path / "t")
+    store.write(spark.createDataFrame([(1,)], "seq long"), path)
+    version = store.write(spark.createDataFrame([(2,)], "seq long"), path, mode="overwrite")
+    assert store.read_commit(spark, path, version) is None
 
 
 def test_each_commit_records_its_user_metadata(spark, tmp_path):

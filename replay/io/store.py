@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from replay.io.paths import spark_path
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class TableStore(Protocol):
 
     def read(self, spark: SparkSession, path: str) -> DataFrame: ...
 
+    def read_commit(self, spark: SparkSession, path: str, version: int) -> DataFrame | None: ...
+
     def write(self, df: DataFrame, path: str, *, mode: str = "append", replace: Replace | None = None,
               txn: AppTransaction | None = None, metadata: dict | None = None) -> int | None: ...
 
@@ -75,6 +80,31 @@ class DeltaStore:
     def read(self, spark: SparkSession, path: str) -> DataFrame:
         return spark.read.format("delta").load(path)
 
+    def read_commit(self, spark: SparkSession, path: str, version: int) -> DataFrame | None:
+        """The rows commit `version` added, read from the files it added; None when it removed any or
+        the table needs Delta's reader for its files (partitions, column mapping, deletion vectors).
+
+        Why: reading the table rebuilds its state from the log first (three Spark jobs, about 0.5 s) once
+        per new version, and a live batch reads back rows it has just committed."""
+        log = _delta_log(spark, path)
+        metadata = log.update(False, _none(), _none()).metadata()
+        if metadata.partitionColumns().nonEmpty() or metadata.configuration().contains("delta.columnMapping.mode"):
+            return None
+        files, commits = [], log.getChanges(version, version, _none(), True)
+        while commits.hasNext():
+            actions = commits.next()._2().iterator()
+            while actions.hasNext():
+                action = actions.next()
+                kind = action.getClass().getSimpleName()
+                if kind == "RemoveFile" or (kind == "AddFile" and action.deletionVector() is not None):
+                    return None
+                if kind == "AddFile":
+                    files.append(spark_path(action.absolutePath(log).toString()))
+        schema = StructType.fromJson(json.loads(metadata.schema().json()))
+        if not files:
+            return spark.createDataFrame([], schema)
+        return spark.read.schema(schema).parquet(*files)
+
     def version(self, path: str) -> int | None:
         """The table's latest version (None: no table)."""
         v = _delta_log(_spark(), path).update(False, _none(), _none()).version()
@@ -103,8 +133,12 @@ class DeltaStore:
         log = _delta_log(df.sparkSession, path)
         if mode == "append" and replace is None and txn is not None:
             done = _idempotent_append(df, log, txn, metadata)
-            if done is not _SLOW:
-                return done
+        elif mode == "overwrite" or replace is not None:
+            done = _whole_file_rewrite(df, log, replace, txn, metadata)
+        else:
+            done = _SLOW
+        if done is not _SLOW:
+            return done
         before = log.unsafeVolatileSnapshot().version()  # no I/O: the write refreshes the same cached log
         writer = df.write.format("delta").mode("overwrite" if (mode == "overwrite" or replace) else "append")
         if mode == "overwrite":
@@ -120,7 +154,7 @@ class DeltaStore:
         return int(after) if after > before else None
 
 
-_SLOW = object()  # _idempotent_append cannot take the fast path: write through the DataFrame writer
+_SLOW = object()  # a commit the fast paths below cannot make: write through the DataFrame writer
 
 
 def _idempotent_append(df: DataFrame, log, txn: AppTransaction, metadata: dict | None):
@@ -132,30 +166,115 @@ def _idempotent_append(df: DataFrame, log, txn: AppTransaction, metadata: dict |
     transactions. This reads them from the checksum, then writes the files and commits them with the same
     SetTransaction action the writer would add. Only for an existing table of the same schema with a
     checksum that lists its transactions; anything else takes the writer's path."""
-    jvm = df.sparkSession._jvm
+    snapshot = _same_schema_snapshot(df, log)
+    if snapshot is None:
+        return _SLOW
+    committed = _committed_version(snapshot.checksumOpt().get(), txn.app_id)
+    if committed is _SLOW:
+        return _SLOW
+    if committed >= txn.version:
+        return None
+    return _commit(df, log, snapshot, "Append", (), None, txn, metadata)
+
+
+def _whole_file_rewrite(df: DataFrame, log, replace: Replace | None, txn: AppTransaction | None,
+                        metadata: dict | None):
+    """An overwrite, or a range replace whose range holds whole files only, committed through the Delta
+    transaction API: the new version, None when `txn` was already committed, or _SLOW.
+
+    Why: the writer rebuilds the table's state to list its files first (three Spark jobs, about 0.6 s),
+    although Delta keeps the file list, with each file's statistics, in the checksum of a table of up to 50
+    files (`allFilesInCrc`). The statistics tell which files hold only replaced rows (removed) and which hold
+    none (kept). Anything else (no list, another schema, a file holding both) takes the writer's path. Unlike
+    the writer, this does not check that the new rows lie in the replaced range: callers write only those."""
+    snapshot = _same_schema_snapshot(df, log)
+    if snapshot is None:
+        return _SLOW
+    checksum = snapshot.checksumOpt().get()
+    listed = checksum.allFiles()
+    if not listed.isDefined():
+        return _SLOW
+    if txn is not None:
+        committed = _committed_version(checksum, txn.app_id)
+        if committed is _SLOW:
+            return _SLOW
+        if committed >= txn.version:
+            return None
+    removed, files = [], listed.get().iterator()
+    while files.hasNext():
+        add = files.next()
+        verdict = True if replace is None else replaced_by(replace, add.stats())
+        if verdict is None:
+            return _SLOW
+        if verdict:
+            removed.append(add)
+    return _commit(df, log, snapshot, "Overwrite", removed, replace, txn, metadata)
+
+
+def replaced_by(replace: Replace, stats: str | None) -> bool | None:
+    """Whether a file with these Delta statistics holds only rows `replace` replaces (True), none (False),
+    or both or unknown (None)."""
+    s = json.loads(stats) if stats else {}
+    rows, nulls = s.get("numRecords"), s.get("nullCount", {}).get(replace.column)
+    lo, hi = s.get("minValues", {}).get(replace.column), s.get("maxValues", {}).get(replace.column)
+    if not isinstance(rows, int) or not isinstance(nulls, int):
+        return None
+    if rows == nulls:  # no values: only nulls, or an empty file
+        return replace.nulls or rows == 0
+    if not isinstance(lo, int) or not isinstance(hi, int):
+        return None
+    inside = lambda v: v >= replace.low and (replace.high is None or v < replace.high)  # noqa: E731
+    if inside(lo) and inside(hi) and (nulls == 0 or replace.nulls):
+        return True
+    if (hi < replace.low or (replace.high is not None and lo >= replace.high)) and (nulls == 0 or not replace.nulls):
+        return False
+    return None
+
+
+def _same_schema_snapshot(df: DataFrame, log):
+    """The table's latest snapshot, if it exists, has `df`'s schema and a checksum; else None."""
     snapshot = log.update(False, _none(), _none())
     if snapshot.version() < 0 or snapshot.schema().simpleString() != df._jdf.schema().simpleString():
-        return _SLOW
-    checksum = snapshot.checksumOpt()
-    listed = checksum.get().setTransactions() if checksum.isDefined() else None
+        return None
+    return snapshot if snapshot.checksumOpt().isDefined() else None
+
+
+def _committed_version(checksum, app_id: str):
+    """The latest version committed for `app_id` as the checksum lists it (-1: none), or _SLOW when the
+    checksum does not list the table's transactions."""
+    listed = checksum.setTransactions()
     if listed is None or not listed.isDefined():
         return _SLOW
     committed, found = -1, listed.get().iterator()
     while found.hasNext():
         t = found.next()
-        if t.appId() == txn.app_id:
+        if t.appId() == app_id:
             committed = t.version()
-    if committed >= txn.version:
-        return None
+    return committed
+
+
+def _commit(df: DataFrame, log, snapshot, mode: str, removed, replace: Replace | None,
+            txn: AppTransaction | None, metadata: dict | None) -> int:
+    """Write `df`'s files and commit them, with `removed` files removed, as the writer would (a WRITE
+    operation in `mode`, the transaction's SetTransaction, the userMetadata)."""
+    jvm = df.sparkSession._jvm
     delta, some = jvm.org.apache.spark.sql.delta, jvm.scala.Some
     transaction = log.startTransaction(_none(), some(snapshot))
-    files = transaction.writeFiles(df._jdf)
-    stamp = delta.actions.SetTransaction(txn.app_id, txn.version, some(jvm.java.lang.Long.valueOf(_millis())))
+    if removed or mode == "Overwrite":
+        transaction.readWholeTable()  # a concurrent commit conflicts with this one, as with the writer
+    actions = transaction.writeFiles(df._jdf)
+    now = _millis()
+    for add in removed:
+        actions = actions.appended(add.removeWithTimestamp(now, True))
+    if txn is not None:
+        actions = actions.appended(delta.actions.SetTransaction(txn.app_id, txn.version,
+                                                                some(jvm.java.lang.Long.valueOf(now))))
     write = getattr(getattr(delta, "DeltaOperations$Write$"), "MODULE$")
     user = _none() if metadata is None else some(_user_metadata(metadata))
+    predicate = _none() if replace is None else some(replace.predicate())
     defaults = [getattr(write, f"apply$default${n}")() for n in range(5, 10)]
-    operation = write.apply(jvm.org.apache.spark.sql.SaveMode.Append, _none(), _none(), user, *defaults)
-    return int(transaction.commit(files.appended(stamp), operation))
+    operation = write.apply(getattr(jvm.org.apache.spark.sql.SaveMode, mode), _none(), predicate, user, *defaults)
+    return int(transaction.commit(actions, operation))
 
 
 def _user_metadata(metadata: dict) -> str:
