@@ -395,11 +395,11 @@ def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: J
     _commit_metrics(store, spark, root, target, metrics.hours_of(span["first"], span["last"]), meta("metrics"))
     state = out.state.advanced(span["hi"])
     signed = signature(policy, job)
-    checkpoints.save(spark, root, target, Checkpoint(batch, state, source, signed), store,
-                     metadata=meta("checkpoints"))
+    versions = checkpoints.save(spark, root, target, Checkpoint(batch, state, source, signed), store,
+                                metadata=meta("checkpoints"))
     crash("checkpoint")
     out.unpersist()
-    return _committed(live, root, target, Checkpoint(batch, state, source, signed))
+    return _committed(live, root, target, Checkpoint(batch, state, source, signed), versions)
 
 
 def _commit_metrics(store: TableStore, spark: SparkSession, root: str, target: str, hours: tuple[int, int] | None,
@@ -422,12 +422,17 @@ def _commit_metrics(store: TableStore, spark: SparkSession, root: str, target: s
                 mode="overwrite", metadata=metadata)
 
 
-def _committed(live: "LiveJob", root: str, target: str, cp: Checkpoint) -> Checkpoint:
-    """The checkpoint as committed: its open windows and keys read back (this cuts the lineage)."""
+def _committed(live: "LiveJob", root: str, target: str, cp: Checkpoint, versions: dict) -> Checkpoint:
+    """The checkpoint as committed: its open windows and keys read back (this cuts the lineage), from the
+    files of the commits that wrote them when `versions` names them (no rebuild of the tables' state)."""
     def read(table: str, present: bool):
         if not present:
             return None
-        df = live.store.read(live.spark, output_path(root, target, table))
+        path = output_path(root, target, table)
+        version = versions.get(table)
+        df = live.store.read_commit(live.spark, path, version) if version is not None else None
+        if df is None:
+            df = live.store.read(live.spark, path)
         return df.where(F.col("batch") == cp.batch).drop("batch")
 
     state = replace(cp.state, windows=read("checkpoint_windows", cp.state.windows is not None),

@@ -49,17 +49,19 @@ def _path(lake: str, target: str, table: str) -> str:
 
 
 def save(spark: SparkSession, lake: str, target: str, cp: Checkpoint, store: TableStore | None = None,
-         metadata: dict | None = None) -> None:
+         metadata: dict | None = None) -> dict[str, int | None]:
+    """Commit the checkpoint; returns each table's new version (None: an earlier attempt committed it)."""
     store = store or default_store()
     meta = lambda table: metadata and {**metadata, "table": table}  # noqa: E731
     s = cp.state
     txn = lambda table: AppTransaction(f"retrace-{target}-{table}", cp.batch)  # noqa: E731
     tag = [F.lit(cp.batch).cast("long").alias("batch")]
+    versions = {}
     if s.windows is not None:
-        store.write(s.windows.select(*tag, "*"), _path(lake, target, "checkpoint_windows"),
+        versions["checkpoint_windows"] = store.write(s.windows.select(*tag, "*"), _path(lake, target, "checkpoint_windows"),
                     txn=txn("checkpoint_windows"), metadata=meta("checkpoint_windows"))
     if s.keys is not None:
-        store.write(s.keys.select(*tag, "*"), _path(lake, target, "checkpoint_keys"),
+        versions["checkpoint_keys"] = store.write(s.keys.select(*tag, "*"), _path(lake, target, "checkpoint_keys"),
                     txn=txn("checkpoint_keys"), metadata=meta("checkpoint_keys"))
     rows = [dict(entity="batch", id=None, policy=cp.policy)]
     for p, v in sorted(s.partitions.items()):
@@ -71,8 +73,10 @@ def save(spark: SparkSession, lake: str, target: str, cp: Checkpoint, store: Tab
         rows.append(dict(entity="scope", id=sc, owm=v.owm, raised=v.raised, last_event=v.last_event))
     names = [c.split()[0] for c in SCALARS.split(", ")]
     table = [tuple({"batch": cp.batch, "seq": s.seq, **r}.get(n) for n in names) for r in rows]
-    store.write(spark.createDataFrame(table, SCALARS).coalesce(1), _path(lake, target, "checkpoints"),
-                txn=txn("checkpoints"), metadata=meta("checkpoints"))
+    versions["checkpoints"] = store.write(spark.createDataFrame(table, SCALARS).coalesce(1),
+                                          _path(lake, target, "checkpoints"), txn=txn("checkpoints"),
+                                          metadata=meta("checkpoints"))
+    return versions
 
 
 def load(spark: SparkSession, lake: str, target: str, store: TableStore | None = None, *,
