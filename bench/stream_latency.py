@@ -8,7 +8,9 @@ once the previous one is committed, and times each from its rename to its batch'
 With `--soak K` (and --files >= 2K + 1, e.g. `--files 200 --soak 20`) it also compares the median latency
 of the last K batches with that of the first K after the first one (target: within 1.2x), so the cost of a
 batch does not grow with the history behind it, and the driver JVM's heap after a full GC at both points, so
-neither does its memory. The last line is one JSON object.
+neither does its memory. It ends with the floor that the Delta commits alone put under a batch: the commits a
+batch made (counted in the lake's Delta logs) times the median time of one idempotent append of 1,000 rows,
+measured in the same session. The last line is one JSON object.
 """
 from __future__ import annotations
 
@@ -88,7 +90,38 @@ def main() -> None:
         print(f"median latency, last {args.soak} / first {args.soak} batches: {last / first:.2f}x "
               f"({last:.2f} s / {first:.2f} s; target: at most 1.2x)")
         print(f"driver heap after a full GC: {h0} MiB after batch {n0}, {h1} MiB after batch {n1}")
+    commits = _commits_per_batch(lake, len(committed))
+    one = _one_commit_seconds(spark, os.path.join(work, "floor"))
+    result.update({"commits_per_batch": round(commits, 1), "commit_s": round(one, 3),
+                   "commit_floor_s": round(commits * one, 2),
+                   "batch_over_commit_floor": round(result["batch_median_s"] / (commits * one), 2)})
+    print(f"commit floor: {commits:.1f} Delta commits per batch x {one:.3f} s per commit = {commits * one:.2f} s; "
+          f"batch median / floor: {result['batch_median_s'] / (commits * one):.1f}x (target: a 2 s batch)")
     print(json.dumps(result))
+
+
+def _commits_per_batch(lake: str, batches: int) -> float:
+    """Delta commits the live job made per batch: the commit files of every table in the lake."""
+    found = 0
+    for folder, _, names in os.walk(lake):
+        if os.path.basename(folder) == "_delta_log":
+            found += sum(1 for n in names if n.endswith(".json") and n[:-5].isdigit())
+    return found / batches
+
+
+def _one_commit_seconds(spark, path: str, rounds: int = 12) -> float:
+    """Median time of an idempotent append of 1,000 rows to a table (the cheapest commit a batch makes)."""
+    from pyspark.sql import functions as F
+
+    from replay.io.store import AppTransaction, DeltaStore
+
+    store, times = DeltaStore(), []
+    for r in range(rounds):
+        rows = spark.range(1000).select((F.col("id") + r * 1000).alias("seq"), F.lit("x" * 50).alias("payload"))
+        began = time.perf_counter()
+        store.write(rows.coalesce(1), path, txn=AppTransaction("floor", r))
+        times.append(time.perf_counter() - began)
+    return statistics.median(times[2:])
 
 
 def _heap_after_gc(spark) -> int:
