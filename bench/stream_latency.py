@@ -1,6 +1,6 @@
 """End-to-end latency of the live job: landing file written -> its micro-batch's outputs committed.
 
-    python bench/stream_latency.py [--files 10] [--events-per-file 1000] [--soak 20]
+    python bench/stream_latency.py [--files 10] [--events-per-file 1000] [--soak 20 [--stacks FILE]]
 
 Generates the files in a staging folder, starts `replay stream` (system clock, one file per batch,
 1 s trigger) on an empty landing folder, then drops the files in one at a time (atomic rename), each
@@ -8,7 +8,8 @@ once the previous one is committed, and times each from its rename to its batch'
 With `--soak K` (and --files >= 2K + 1, e.g. `--files 200 --soak 20`) it also compares the median latency
 of the last K batches with that of the first K after the first one (target: within 1.2x), so the cost of a
 batch does not grow with the history behind it, and the driver JVM's heap after a full GC at both points, so
-neither does its memory. It ends with the floor that the Delta commits alone put under a batch: the commits a
+neither does its memory; `--stacks FILE` also samples the batch's stack over those batches and writes each line's
+seconds per batch, early against late (bench/stack_sampler.py), to show which step grows. It ends with the floor that the Delta commits alone put under a batch: the commits a
 batch made (counted in the lake's Delta logs) times the median time of one idempotent append of 1,000 rows,
 measured in the same session. The last line is one JSON object.
 """
@@ -33,9 +34,12 @@ def main() -> None:
     ap.add_argument("--events-per-file", type=int, default=1000)
     ap.add_argument("--work", default=None)
     ap.add_argument("--soak", type=int, default=0, help="compare the median of the last K batches with the first K")
+    ap.add_argument("--stacks", default=None, help="with --soak: where each line's seconds per batch go, early vs late")
     args = ap.parse_args()
     if args.soak and args.files < 2 * args.soak + 1:
         ap.error(f"--soak {args.soak} needs --files >= {2 * args.soak + 1}, got {args.files}")
+    if args.stacks and not args.soak:
+        ap.error("--stacks needs --soak K")
     from jobs.demo import DEFAULT_POLICY
     from jobs.stream import run_stream
     from replay.cli.generate import generate
@@ -50,9 +54,17 @@ def main() -> None:
     spark = get_spark("retrace-latency")
     committed: list = []
     done = threading.Event()
+    sampler = None
+    if args.stacks:
+        from stack_sampler import StackSampler
+
+        sampler = StackSampler()
 
     def on_batch(report):
         committed.append(report)
+        if sampler is not None:  # the phase of the batch after this one
+            n = len(committed)
+            sampler.phase = "early" if n <= args.soak else "late" if n >= args.files - args.soak else None
         done.set()
 
     stream = threading.Thread(target=run_stream, daemon=True, kwargs=dict(
@@ -76,6 +88,9 @@ def main() -> None:
         if args.soak and i + 1 in (args.soak + 1, args.files):  # between batches: not in any latency
             heap[i + 1] = _heap_after_gc(spark)
     stream.join(60)
+    if sampler is not None:
+        sampler.phase = None
+        sampler.write(args.stacks, "early", "late", args.soak)
     steady = latencies[1:] or latencies  # the first batch includes JVM code generation
     result = {"files": args.files, "events_per_file": args.events_per_file,
               "first_s": round(latencies[0], 2), "median_s": round(statistics.median(steady), 2),
