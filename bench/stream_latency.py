@@ -8,10 +8,11 @@ once the previous one is committed, and times each from its rename to its batch'
 With `--soak K` (and --files >= 2K + 1, e.g. `--files 200 --soak 20`) it also compares the median latency
 of the last K batches with that of the first K after the first one (target: within 1.2x), so the cost of a
 batch does not grow with the history behind it, and the driver JVM's heap after a full GC at both points, so
-neither does its memory; `--stacks FILE` also samples the batch's stack over those batches and writes each line's
-seconds per batch, early against late (bench/stack_sampler.py), to show which step grows. It ends with the floor that the Delta commits alone put under a batch: the commits a
-batch made (counted in the lake's Delta logs) times the median time of one idempotent append of 1,000 rows,
-measured in the same session. The last line is one JSON object.
+neither does its memory; `--stacks FILE` also samples the batch's stack over those batches and writes each
+line's seconds per batch, early against late (bench/stack_sampler.py), to show which step grows. It ends with
+the floor that the Delta commits alone put under a batch: the commits a batch made (counted in the lake's Delta
+logs) times the median time of one idempotent append of 1,000 rows, measured in the same session. The last line
+is one JSON object.
 """
 from __future__ import annotations
 

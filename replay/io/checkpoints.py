@@ -58,11 +58,13 @@ def save(spark: SparkSession, lake: str, target: str, cp: Checkpoint, store: Tab
     tag = [F.lit(cp.batch).cast("long").alias("batch")]
     versions = {}
     if s.windows is not None:
-        versions["checkpoint_windows"] = store.write(s.windows.select(*tag, "*"), _path(lake, target, "checkpoint_windows"),
-                    txn=txn("checkpoint_windows"), metadata=meta("checkpoint_windows"))
+        versions["checkpoint_windows"] = store.write(
+            s.windows.select(*tag, "*"), _path(lake, target, "checkpoint_windows"), txn=txn("checkpoint_windows"),
+            metadata=meta("checkpoint_windows"))
     if s.keys is not None:
-        versions["checkpoint_keys"] = store.write(s.keys.select(*tag, "*"), _path(lake, target, "checkpoint_keys"),
-                    txn=txn("checkpoint_keys"), metadata=meta("checkpoint_keys"))
+        versions["checkpoint_keys"] = store.write(
+            s.keys.select(*tag, "*"), _path(lake, target, "checkpoint_keys"), txn=txn("checkpoint_keys"),
+            metadata=meta("checkpoint_keys"))
     rows = [dict(entity="batch", id=None, policy=cp.policy)]
     for p, v in sorted(s.partitions.items()):
         src = cp.source.get(p)

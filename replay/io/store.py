@@ -260,7 +260,7 @@ def _commit(df: DataFrame, log, snapshot, mode: str, removed, replace: Replace |
     jvm = df.sparkSession._jvm
     delta, some = jvm.org.apache.spark.sql.delta, jvm.scala.Some
     transaction = log.startTransaction(_none(), some(snapshot))
-    if removed or mode == "Overwrite":
+    if mode == "Overwrite":
         transaction.readWholeTable()  # a concurrent commit conflicts with this one, as with the writer
     actions = transaction.writeFiles(df._jdf)
     now = _millis()
