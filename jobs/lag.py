@@ -35,7 +35,7 @@ class PartitionRead:
 def reads(rows: DataFrame) -> tuple[list[PartitionRead], dict]:
     """Per partition of the batch's journal rows: events, clock rows, bytes (of the whole landed line), latest
     event arrival and offset; and the batch's span (lo, hi, n, clocks, noted: the latest processing time its
-    clock rows name; first and last: its arrival times; offsets: its events' least and greatest offset). One
+    clock rows name; offsets: its events' least and greatest offset; partitions: those with events). One
     Spark job."""
     event, clock = F.col("kind") == "event", F.col("kind") == "clock"
     per = rows.groupBy("partition").agg(
@@ -44,7 +44,6 @@ def reads(rows: DataFrame) -> tuple[list[PartitionRead], dict]:
         F.max(F.when(event, F.unix_micros("arrival_time"))).alias("arrival"),
         F.max(F.when(event, F.col("offset"))).alias("offset"),
         F.min("seq").alias("lo"), F.max("seq").alias("hi"), F.count("*").alias("n"),
-        F.min(F.unix_micros("arrival_time")).alias("first"), F.max(F.unix_micros("arrival_time")).alias("last"),
         F.min(F.when(event, F.col("offset"))).alias("low_offset"),
         F.max(F.when(clock, F.get_json_object("payload", "$.processing_time"))).alias("noted")).collect()
     out = [PartitionRead(r["partition"], r["events"], r["clocks"], r["bytes"] or 0, r["arrival"], r["offset"])
@@ -52,9 +51,8 @@ def reads(rows: DataFrame) -> tuple[list[PartitionRead], dict]:
     span = {"lo": min((r["lo"] for r in per), default=None), "hi": max((r["hi"] for r in per), default=None),
             "n": sum(r["n"] for r in per), "clocks": sum(r["clocks"] for r in per),
             "noted": max((r["noted"] for r in per if r["noted"]), default=None),
-            "first": min((r["first"] for r in per if r["first"] is not None), default=None),
-            "last": max((r["last"] for r in per if r["last"] is not None), default=None),
-            "offsets": _bounds([r["low_offset"] for r in per], [r["offset"] for r in per])}
+            "offsets": _bounds([r["low_offset"] for r in per], [r["offset"] for r in per]),
+            "partitions": sorted(r["partition"] for r in per if r["events"])}
     return out, span
 
 

@@ -371,8 +371,8 @@ def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: J
     Returns the checkpoint as committed."""
     spark, store, batch = live.spark, live.store, cp.batch + 1
     crash = lambda name: _crash_point(name if job is None else f"{job.name}:{name}")  # noqa: E731
-    history = store.read(spark, journal.journal_path(live.lake))  # for duplicate (partition, offset)
-    history = history.where(F.col("seq") <= cp.state.seq)
+    journaled = store.read(spark, journal.journal_path(live.lake))
+    history = journaled.where(F.col("seq") <= cp.state.seq)  # for duplicate (partition, offset)
     if span["offsets"] is not None:  # only the offsets the batch has can repeat: Delta skips the older files
         history = history.where(F.col("offset").between(*span["offsets"]))
     out = engine.replay(rows, policy, flush=True, state=cp.state, partitions=live.source_partitions,
@@ -392,7 +392,8 @@ def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: J
     store.write(tables["windows"], output_path(root, target, "windows"), txn=txn("windows"),
                 replace=Replace("emitted_at", span["lo"], None, nulls=True), metadata=meta("windows"))
     crash("windows")
-    _commit_metrics(store, spark, root, target, metrics.hours_of(span["first"], span["last"]), meta("metrics"))
+    _commit_metrics(store, spark, root, target, out, journaled, span, txn("metrics"), meta("metrics"))
+    crash("metrics")
     state = out.state.advanced(span["hi"])
     signed = signature(policy, job)
     versions = checkpoints.save(spark, root, target, Checkpoint(batch, state, source, signed), store,
@@ -402,24 +403,24 @@ def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: J
     return _committed(live, root, target, Checkpoint(batch, state, source, signed), versions)
 
 
-def _commit_metrics(store: TableStore, spark: SparkSession, root: str, target: str, hours: tuple[int, int] | None,
-                    metadata: dict) -> None:
-    """Recompute the metrics of the `hours` the batch's rows arrived in, from the committed tables (the whole
-    table the first time): a batch's cost does not grow with the history behind it."""
+def _commit_metrics(store: TableStore, spark: SparkSession, root: str, target: str, out: engine.Outputs,
+                    events: DataFrame, span: dict, txn: AppTransaction, metadata: dict) -> None:
+    """Merge the metrics of the batch's rows into the table (`metrics.combine`), so a batch's cost does not
+    grow with the rows before it in the same hour. `events`: the journal, where each partition's previous
+    event is. Tagged with the batch's transaction: a retried batch does not add its rows twice."""
     path = output_path(root, target, "metrics")
-    written = {n: store.read(spark, output_path(root, target, n)) for n in ("decisions", "dead_letters")}
-    if hours is None or not store.exists(path):
-        store.write(metrics.hourly(written["decisions"], written["dead_letters"]), path, mode="overwrite",
+    table = store.read(spark, path) if store.exists(path) else None
+    if table is None or set(metrics.COLUMNS) - set(table.columns):  # none yet, or from an older Retrace
+        written = {n: store.read(spark, output_path(root, target, n)) for n in ("decisions", "dead_letters")}
+        store.write(metrics.hourly(written["decisions"], written["dead_letters"]), path, mode="overwrite", txn=txn,
                     metadata=metadata)
         return
-    # the table is small (a row per partition and hour): the other hours' rows are kept as they are, and the
-    # table rewritten in one commit (cheaper than a range replace, which evaluates the new rows twice)
-    lo, hi = (F.timestamp_micros(F.lit(h)) for h in hours)
-    kept = store.read(spark, path).where((F.col("hour") < lo) | (F.col("hour") >= hi))
-    fresh = metrics.hourly_between(written["decisions"], written["dead_letters"], *hours)
+    tables = out.tables()
+    before = metrics.last_events_before(events, span["lo"], span["partitions"])
+    fresh = metrics.of_stretch(tables["decisions"], tables["dead_letters"], before)
     # one file in (partition, hour) order, sorted where it is gathered (a global sort would sample first)
-    store.write(kept.unionByName(fresh).coalesce(1).sortWithinPartitions("partition", "hour"), path,
-                mode="overwrite", metadata=metadata)
+    store.write(metrics.combine(table, fresh).coalesce(1).sortWithinPartitions("partition", "hour"), path,
+                mode="overwrite", txn=txn, metadata=metadata)
 
 
 def _committed(live: "LiveJob", root: str, target: str, cp: Checkpoint, versions: dict) -> Checkpoint:

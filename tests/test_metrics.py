@@ -1,11 +1,13 @@
-"""Metrics by partition and hour (spec 8). A live micro-batch recomputes only the hours its rows arrived in:
-those hours' metrics equal the whole table's rows for them, an offset going backwards is found against its
-partition's previous event however long ago that was."""
+"""Metrics by partition and hour (spec 8). A live micro-batch merges its own rows' metrics into the table:
+merged stretch by stretch they equal the whole table's, bit for bit; an offset going backwards is found
+against its partition's previous event however long ago that was; nothing is left out of them."""
 from __future__ import annotations
+
+import random
 
 from pyspark.sql import functions as F
 
-from replay.engine.metrics import HOUR, hourly, hourly_between, hours_of
+from replay.engine.metrics import COLUMNS, HOUR, combine, hourly, last_events_before, of_stretch
 
 H0 = 1_704_067_200_000_000  # 2024-01-01T00:00:00Z in microseconds
 DECISIONS = ("seq long, partition int, offset long, kind string, action string, reasons array<string>, "
@@ -29,9 +31,9 @@ def _decisions(spark):
     minute = lambda c: F.timestamp_micros(F.lit(H0) + F.col(c) * 60_000_000)  # noqa: E731
     decisions = df.select(*[c for c in df.columns if c not in ("arrival", "owm")],
                           minute("arrival").alias("arrival_time"), minute("owm").alias("output_watermark"))
-    letters = spark.createDataFrame([(0, 1, "late"), (0, 62, "window_closed"), (1, 150, "window_closed")],
-                                    "partition int, arrival long, reason string")
-    dead = letters.select("partition", "reason", minute("arrival").alias("arrival_time"))
+    letters = spark.createDataFrame([(2, 0, 1, "late"), (3003, 0, 62, "window_closed"), (6000, 1, 150, "window_closed")],
+                                    "seq long, partition int, arrival long, reason string")
+    dead = letters.select("seq", "partition", "reason", minute("arrival").alias("arrival_time"))
     return decisions, dead
 
 
@@ -39,24 +41,55 @@ def _rows(df):
     return sorted(tuple(r) for r in df.collect())
 
 
-def test_the_metrics_of_an_hour_range_equal_the_whole_tables_rows_for_those_hours(spark):
+def _merged(decisions, dead, cuts):
+    """The metrics merged stretch by stretch, the stretches starting at the seqs in `cuts`, as a live job does."""
+    bounds = [0, *cuts, None]
+    table = None
+    for lo, hi in zip(bounds, bounds[1:]):
+        within = lambda df: df.where((F.col("seq") >= lo) & (F.col("seq") < hi if hi else F.lit(True)))  # noqa: E731
+        rows = within(decisions)
+        partitions = [r[0] for r in rows.where(F.col("kind") == "event").select("partition").distinct().collect()]
+        fresh = of_stretch(rows, within(dead), last_events_before(decisions, lo, partitions))
+        merged = fresh if table is None else combine(table, fresh)
+        table = decisions.sparkSession.createDataFrame(merged.collect(), merged.schema)  # as committed, then read
+    return table
+
+
+def test_metrics_merged_stretch_by_stretch_equal_the_whole_tables_bit_for_bit(spark):
     decisions, dead = _decisions(spark)
-    whole = hourly(decisions, dead)
-    for lo, hi in ((0, 1), (1, 2), (2, 3), (1, 3), (0, 3)):
-        start, end = H0 + lo * HOUR, H0 + hi * HOUR
-        expected = whole.where((F.unix_micros("hour") >= start) & (F.unix_micros("hour") < end))
-        assert _rows(hourly_between(decisions, dead, start, end)) == _rows(expected), (lo, hi)
+    whole = _rows(hourly(decisions, dead))
+    for cuts in ([3001], [2, 5, 3000, 3002, 6000]):
+        assert _rows(_merged(decisions, dead, cuts)) == whole, cuts
 
 
-def test_an_offset_going_backwards_is_found_against_a_previous_event_hours_earlier(spark):
+def test_an_offset_going_backwards_is_found_against_a_previous_event_thousands_of_rows_earlier(spark):
     decisions, dead = _decisions(spark)
-    last_hour = hourly_between(decisions, dead, H0 + 2 * HOUR, H0 + 3 * HOUR)
-    assert {r["partition"]: r["backward_offsets"] for r in last_hour.collect()} == {0: 0, 1: 1}
-    second_hour = hourly_between(decisions, dead, H0 + HOUR, H0 + 2 * HOUR)
-    assert {r["partition"]: r["backward_offsets"] for r in second_hour.collect()} == {0: 1}
+    last = of_stretch(decisions.where(F.col("seq") >= 6000), dead.where(F.col("seq") >= 6000),
+                      last_events_before(decisions, 6000, [1]))
+    assert [(r["partition"], r["backward_offsets"]) for r in last.collect()] == [(1, 1)]
 
 
-def test_the_hours_a_batch_changes_run_from_its_first_arrivals_hour_to_its_last(spark):
-    assert hours_of(H0 + HOUR + 5, H0 + HOUR + 9) == (H0 + HOUR, H0 + 2 * HOUR)
-    assert hours_of(H0, H0 + 2 * HOUR) == (H0, H0 + 3 * HOUR)
-    assert hours_of(None, None) is None
+def test_an_hour_with_dead_letters_and_no_decided_row_has_its_metrics_row(spark):
+    decisions, dead = _decisions(spark)
+    malformed = spark.createDataFrame([(7000, 1, "malformed")], "seq long, partition int, reason string").select(
+        "seq", "partition", "reason", F.timestamp_micros(F.lit(H0 + 5 * HOUR)).alias("arrival_time"))
+    row = hourly(decisions, dead.unionByName(malformed)).where(F.unix_micros("hour") == H0 + 5 * HOUR).collect()
+    assert [(r["partition"], r["events"], r["dead_letters"], r["watermark_delay_avg_s"]) for r in row] == [(1, 0, 1, None)]
+
+
+def test_the_average_delay_is_the_same_double_however_the_rows_are_split_into_tasks(spark):
+    """Delays of 0.1 s, 0.2 s, ... in a random order: a sum of doubles would depend on the order of addition."""
+    rng = random.Random(5)
+    delays = [rng.choice((100_000, 200_000, 300_000, 700_000, 1_100_000, 1)) for _ in range(3000)]
+    rows = [(i, 0, i, "event", "accepted", [], H0 + 10**9, H0 + 10**9 - d) for i, d in enumerate(delays)]
+    df = spark.createDataFrame(rows, DECISIONS.replace(" us", " long")).select(
+        "seq", "partition", "offset", "kind", "action", "reasons",
+        F.timestamp_micros("arrival").alias("arrival_time"), F.timestamp_micros("owm").alias("output_watermark"))
+    dead = spark.createDataFrame([], "seq long, partition int, reason string, arrival_time timestamp")
+    averages = {hourly(df.repartition(n), dead).first()["watermark_delay_avg_s"] for n in (1, 3, 7, 16)}
+    assert averages == {sum(delays) / 1e6 / len(delays)}
+
+
+def test_the_table_has_its_columns_in_order(spark):
+    decisions, dead = _decisions(spark)
+    assert tuple(hourly(decisions, dead).columns) == COLUMNS

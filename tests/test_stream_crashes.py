@@ -22,7 +22,7 @@ from replay.model.policy import Policy
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY = {"late_arrival_tolerance": "5s", "out_of_order_tolerance": "1s", "idle_timeout": "30s",
           "window": {"kind": "tumbling", "size": "10s"}}
-CRASH_POINTS = ("journal", "journaled", "decisions", "dead_letters", "windows", "checkpoint")
+CRASH_POINTS = ("journal", "journaled", "decisions", "dead_letters", "windows", "metrics", "checkpoint")
 
 
 def stream(landing, lake, policy_file, crash_at=None, kill_after=None) -> int:
@@ -72,6 +72,18 @@ def test_outputs_after_crashes_equal_a_full_replay_of_the_final_journal(spark, c
     assert target_hash(spark, lake, "production") == target_hash(spark, lake, "replayed")
 
 
+
+def test_metrics_after_crashes_equal_a_full_replays(spark, crashed_lake):
+    """A batch retried after a crash between its metrics commit and its checkpoint does not count its rows twice."""
+    from replay.io.store import default_store
+
+    _, lake = crashed_lake
+    runner.run(spark, lake, Policy.from_dict(POLICY), target="replayed_metrics")
+    metrics = lambda target: sorted(  # noqa: E731
+        tuple(r) for r in default_store().read(spark, runner.output_path(lake, target, "metrics")).collect())
+    assert metrics("production") == metrics("replayed_metrics")
+
+
 def test_every_landing_row_is_journaled_exactly_once_despite_crashes(spark, crashed_lake):
     landing, lake = crashed_lake
     rows = journal.read(spark, lake).where(F.col("source").isNotNull())
@@ -93,7 +105,7 @@ def test_each_batch_lands_once_in_every_table_despite_crashes_between_table_comm
     _, lake = crashed_lake
     store = default_store()
     batches = None
-    for table in ("decisions", "dead_letters", "watermarks", "windows", "checkpoints"):
+    for table in ("decisions", "dead_letters", "watermarks", "windows", "metrics", "checkpoints"):
         path = runner.output_path(lake, "production", table)
         history = DeltaTable.forPath(spark, path).history().where("userMetadata IS NOT NULL").collect()
         per_batch = [json.loads(h["userMetadata"])["batch"] for h in history]

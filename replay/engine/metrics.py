@@ -1,11 +1,23 @@
-"""Per-partition, per-hour metrics (spec section 8), named as Azure Stream Analytics names them."""
+"""Per-partition, per-hour metrics (spec section 8), named as Azure Stream Analytics names them.
+
+Every column adds up across stretches of rows (counts and the watermark delay's exact total add, its
+maximum is a maximum), so a live micro-batch merges its own rows' metrics into the table (`combine`)
+and gets, bit for bit, what a replay computes over all the rows at once."""
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 
 HOUR = 3_600_000_000  # microseconds
+REASONS = ("early", "late", "out_of_order")
+COUNTS = ("events", "clock_rows", "accepted", "adjusted", "dropped", "quarantined", "duplicate_offsets",
+          "backward_offsets", *(f"{r}_{a}" for r in REASONS for a in ("dropped", "adjusted", "accepted")))
+LETTERS = ("dead_letters", "window_closed")
+# watermark delay: its maximum and average in seconds; the average is total / rows, kept exact (decimal
+# seconds to the microsecond), so merged and whole computations give the same double
+DELAY = ("watermark_delay_max_s", "watermark_delay_avg_s", "watermark_delay_rows", "watermark_delay_total_s")
+COLUMNS = ("partition", "hour", *COUNTS, *DELAY, *LETTERS)
 
 
 def hourly(decisions: DataFrame, dead_letters: DataFrame) -> DataFrame:
@@ -15,39 +27,28 @@ def hourly(decisions: DataFrame, dead_letters: DataFrame) -> DataFrame:
     return _aggregate(decisions.withColumn("_prior", prior), dead_letters).orderBy("partition", "hour")
 
 
-def _earlier():
-    """The rows before this one in its partition, in seq order (built per call: a Window needs a session)."""
-    return Window.partitionBy("partition").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
-
-
-def hours_of(first: int | None, last: int | None) -> tuple[int, int] | None:
-    """The hours from arrival `first` to `last` (microseconds) as [first hour, last hour + 1 h): the metrics a
-    micro-batch whose rows arrived then changes (None: no rows)."""
-    return None if first is None else (first // HOUR * HOUR, last // HOUR * HOUR + HOUR)
-
-
-def hourly_between(decisions: DataFrame, dead_letters: DataFrame, lo: int, hi: int) -> DataFrame:
-    """hourly() for the hours in [lo, hi) alone, equal to its rows there. Reads the rows arriving in those
-    hours and, for backward offsets, the events after them in seq and each partition's last event before
-    them, so a live batch's cost does not grow with the table's history (Delta skips the other files)."""
-    arrived = lambda df: df.where((F.col("arrival_time") >= F.timestamp_micros(F.lit(lo)))  # noqa: E731
-                                  & (F.col("arrival_time") < F.timestamp_micros(F.lit(hi))))
-    rows = arrived(decisions)
-    found = rows.agg(F.min("seq").alias("first"),
-                     F.collect_set(F.when(F.col("kind") == "event", F.col("partition"))).alias("partitions")).first()
-    first = found["first"]
-    if first is None:
-        return _aggregate(rows.withColumn("_prior", F.lit(None).cast("long")), arrived(dead_letters))
+def of_stretch(decisions: DataFrame, dead_letters: DataFrame, before: DataFrame) -> DataFrame:
+    """hourly() of a stretch of rows that follows others (a live batch): `before` holds each partition's
+    last event before it (partition, seq, offset; `last_events_before`), which backward offsets compare to."""
     events = decisions.where(F.col("kind") == "event").select("partition", "seq", "offset")
-    after = events.where(F.col("seq") >= first)
-    before = _last_before(events, first, found["partitions"])
-    priors = after.unionByName(before).select("seq", F.last("offset").over(_earlier()).alias("_prior"))
-    return _aggregate(rows.join(priors, "seq", "left"), arrived(dead_letters))
+    priors = events.unionByName(before).select("seq", F.last("offset", ignorenulls=True).over(_earlier()).alias("_prior"))
+    return _aggregate(decisions.join(priors, "seq", "left"), dead_letters)
 
 
-def _last_before(events: DataFrame, first: int, partitions: list) -> DataFrame:
-    """Each partition's last event before seq `first`, looking back over growing seq ranges so that only
-    recent files are read unless a partition has been silent for long."""
+def combine(a: DataFrame, b: DataFrame) -> DataFrame:
+    """The metrics of two stretches of rows together (rows of `hourly` or `of_stretch`), one row per
+    partition and hour: what hourly() gives over both stretches' rows."""
+    summed = (*COUNTS, *LETTERS, "watermark_delay_rows", "watermark_delay_total_s")
+    both = a.select(*COLUMNS).unionByName(b.select(*COLUMNS)).groupBy("partition", "hour").agg(
+        *[F.sum(c).alias(c) for c in summed], F.max("watermark_delay_max_s").alias("watermark_delay_max_s"))
+    return _finished(both)
+
+
+def last_events_before(events: DataFrame, first: int, partitions: list) -> DataFrame:
+    """Each of `partitions`' last event before seq `first` (partition, seq, offset), from rows with `kind`,
+    looking back over growing seq ranges so that only recent files are read unless a partition has been
+    silent for long."""
+    events = events.where(F.col("kind") == "event")
     found, span, top = [], 1024, first
     need = set(partitions)
     while need and top > 0:
@@ -60,34 +61,43 @@ def _last_before(events: DataFrame, first: int, partitions: list) -> DataFrame:
     return events.sparkSession.createDataFrame(found, "partition int, seq long, offset long")
 
 
+def _earlier():
+    """The rows before this one in its partition, in seq order (built per call: a Window needs a session)."""
+    return Window.partitionBy("partition").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
+
+
 def _aggregate(decisions: DataFrame, dead_letters: DataFrame) -> DataFrame:
-    """The metrics of rows that carry `_prior`, their partition's previous event's offset."""
+    """The metrics of rows that carry `_prior`, their partition's previous event's offset. An hour with dead
+    letters and no decided row (only malformed lines) has a row too: nothing is left out."""
     has = lambda reason: F.array_contains(F.col("reasons"), reason)  # noqa: E731
-    action = F.col("action")
-    counts = []
-    for reason in ("early", "late", "out_of_order"):
-        for act in ("dropped", "adjusted", "accepted"):
-            counts.append(F.count(F.when(has(reason) & (action == act), 1)).alias(f"{reason}_{act}"))
-    delay = (F.unix_micros("arrival_time") - F.unix_micros("output_watermark")) / 1e6
-    is_event = F.col("kind") == "event"
-    decisions = decisions.withColumn("_backward", is_event & F.coalesce(F.col("offset") < F.col("_prior"), F.lit(False)))
+    action, is_event = F.col("action"), F.col("kind") == "event"
+    count = lambda condition, name: F.count(F.when(condition, 1)).alias(name)  # noqa: E731
+    delay_us = F.unix_micros("arrival_time") - F.unix_micros("output_watermark")
+    backward = is_event & F.coalesce(F.col("offset") < F.col("_prior"), F.lit(False))
     per_row = decisions.groupBy("partition", F.date_trunc("hour", "arrival_time").alias("hour")).agg(
-        F.count(F.when(F.col("kind") == "event", 1)).alias("events"),
-        F.count(F.when(F.col("kind") == "clock", 1)).alias("clock_rows"),
-        F.count(F.when(action == "accepted", 1)).alias("accepted"),
-        F.count(F.when(action == "adjusted", 1)).alias("adjusted"),
-        F.count(F.when(action == "dropped", 1)).alias("dropped"),
-        F.count(F.when(action == "quarantined", 1)).alias("quarantined"),
-        F.count(F.when(has("duplicate"), 1)).alias("duplicate_offsets"),
-        F.count(F.when(F.col("_backward"), 1)).alias("backward_offsets"),
-        *counts,
-        F.max(delay).alias("watermark_delay_max_s"),
-        F.avg(delay).alias("watermark_delay_avg_s"),
-    )
+        count(is_event, "events"), count(F.col("kind") == "clock", "clock_rows"),
+        *[count(action == a, a) for a in ("accepted", "adjusted", "dropped", "quarantined")],
+        count(has("duplicate"), "duplicate_offsets"), count(backward, "backward_offsets"),
+        *[count(has(r) & (action == a), f"{r}_{a}") for r in REASONS for a in ("dropped", "adjusted", "accepted")],
+        F.max(delay_us).alias("_max_us"), F.count(delay_us).alias("watermark_delay_rows"),
+        F.sum(_seconds(delay_us)).alias("watermark_delay_total_s"),
+    ).select("*", (F.col("_max_us") / 1e6).alias("watermark_delay_max_s")).drop("_max_us")
     letters = dead_letters.where(F.col("partition").isNotNull()).groupBy(
         "partition", F.date_trunc("hour", "arrival_time").alias("hour")
-    ).agg(
-        F.count("*").alias("dead_letters"),
-        F.count(F.when(F.col("reason") == "window_closed", 1)).alias("window_closed"),
-    )
-    return per_row.join(letters, ["partition", "hour"], "left").fillna(0, ["dead_letters", "window_closed"])
+    ).agg(F.count("*").alias("dead_letters"), count(F.col("reason") == "window_closed", "window_closed"))
+    zero = [*COUNTS, *LETTERS, "watermark_delay_rows", "watermark_delay_total_s"]
+    return _finished(per_row.join(letters, ["partition", "hour"], "full").fillna(0, zero))
+
+
+def _seconds(us: Column) -> Column:
+    """Microseconds as exact decimal seconds: sums of them do not depend on the order they are added in."""
+    return (us.cast("decimal(38,6)") / 1_000_000).cast("decimal(38,6)")
+
+
+def _finished(rows: DataFrame) -> DataFrame:
+    """Adds the average delay from its exact total, and orders the columns."""
+    n, total = F.col("watermark_delay_rows"), F.col("watermark_delay_total_s").cast("decimal(38,6)")
+    columns = {c: F.col(c) for c in COLUMNS}
+    columns["watermark_delay_total_s"] = total
+    columns["watermark_delay_avg_s"] = F.when(n > 0, total.cast("double") / n)
+    return rows.select(*[v.alias(c) for c, v in columns.items()])
