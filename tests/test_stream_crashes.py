@@ -17,6 +17,7 @@ from replay.cli import runner
 from replay.cli.generate import generate
 from replay.cli.hashing import target_hash
 from replay.io import journal
+from replay.io.store import default_store
 from replay.model.policy import Policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,11 +73,8 @@ def test_outputs_after_crashes_equal_a_full_replay_of_the_final_journal(spark, c
     assert target_hash(spark, lake, "production") == target_hash(spark, lake, "replayed")
 
 
-
 def test_metrics_after_crashes_equal_a_full_replays(spark, crashed_lake):
     """A batch retried after a crash between its metrics commit and its checkpoint does not count its rows twice."""
-    from replay.io.store import default_store
-
     _, lake = crashed_lake
     runner.run(spark, lake, Policy.from_dict(POLICY), target="replayed_metrics")
     metrics = lambda target: sorted(  # noqa: E731
@@ -99,8 +97,6 @@ def test_each_batch_lands_once_in_every_table_despite_crashes_between_table_comm
     import json
 
     from delta.tables import DeltaTable
-
-    from replay.io.store import default_store
 
     _, lake = crashed_lake
     store = default_store()
