@@ -416,7 +416,7 @@ def _commit_metrics(store: TableStore, spark: SparkSession, root: str, target: s
                     metadata=metadata)
         return
     tables = out.tables()
-    before = metrics.last_events_before(events, span["lo"], span["partitions"])
+    before = journal.last_events_before(events, span["lo"], span["partitions"])
     fresh = metrics.of_stretch(tables["decisions"], tables["dead_letters"], before)
     # one file in (partition, hour) order, sorted where it is gathered (a global sort would sample first)
     store.write(metrics.combine(table, fresh).coalesce(1).sortWithinPartitions("partition", "hour"), path,

@@ -52,6 +52,22 @@ def test_a_repeated_offset_is_journaled_then_quarantined_and_windowed_once(spark
     assert (metrics["d"], metrics["b"]) == (1, 1)
 
 
+def test_a_later_ingest_counts_repeats_and_backward_offsets_against_the_journal_before_it(spark, tmp_path):
+    landing, lake = str(tmp_path / "landing"), str(tmp_path / "lake")
+    _write(landing, "a.jsonl", [_event(0, 5, 1, 1.0), _event(1, 0, 2, 1.0), _event(0, 6, 3, 1.0)])
+    first = ingest(spark, landing, lake)
+    # offset 5 of partition 0 again, twice (both repeats), and below that partition's last offset, 6
+    _write(landing, "b.jsonl", [_event(0, 5, 4, 1.0), _event(0, 5, 5, 1.0), _event(1, 1, 6, 1.0), _event(0, 7, 7, 1.0)])
+    second = ingest(spark, landing, lake)
+    # offset 3 is new to partition 0, but below its last one, 7, which is outside the new offsets' range
+    _write(landing, "c.jsonl", [_event(0, 3, 8, 1.0)])
+    third = ingest(spark, landing, lake)
+    assert [(r.duplicate_offsets, r.backward_offsets) for r in (first, second, third)] == [(0, 0), (2, 1), (0, 1)]
+    runner.run(spark, lake, POLICY)  # the engine finds the same, from the whole journal
+    metrics = _table(spark, lake, "metrics").agg(F.sum("duplicate_offsets"), F.sum("backward_offsets")).first()
+    assert tuple(metrics) == (2, 2)
+
+
 def test_journal_invariants_name_a_line_journaled_twice(spark, tmp_path):
     landing, lake = str(tmp_path / "landing"), str(tmp_path / "lake")
     _write(landing, "a.jsonl", [_event(0, 0, 1, 1.0), _event(0, 1, 2, 2.0)])

@@ -7,7 +7,8 @@ import random
 
 from pyspark.sql import functions as F
 
-from replay.engine.metrics import COLUMNS, HOUR, combine, hourly, last_events_before, of_stretch
+from replay.engine.metrics import COLUMNS, HOUR, combine, hourly, of_stretch
+from replay.io.journal import last_events_before
 
 H0 = 1_704_067_200_000_000  # 2024-01-01T00:00:00Z in microseconds
 DECISIONS = ("seq long, partition int, offset long, kind string, action string, reasons array<string>, "

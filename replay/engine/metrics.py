@@ -28,8 +28,9 @@ def hourly(decisions: DataFrame, dead_letters: DataFrame) -> DataFrame:
 
 
 def of_stretch(decisions: DataFrame, dead_letters: DataFrame, before: DataFrame) -> DataFrame:
-    """hourly() of a stretch of rows that follows others (a live batch): `before` holds each partition's
-    last event before it (partition, seq, offset; `last_events_before`), which backward offsets compare to."""
+    """hourly() of a stretch of rows that follows others (a live batch): `before` holds each partition's last
+    event before it (partition, seq, offset; `replay.io.journal.last_events_before`), which backward offsets
+    compare to."""
     events = decisions.where(F.col("kind") == "event").select("partition", "seq", "offset")
     priors = events.unionByName(before).select("seq", F.last("offset", ignorenulls=True).over(_earlier()).alias("_prior"))
     return _aggregate(decisions.join(priors, "seq", "left"), dead_letters)
@@ -42,23 +43,6 @@ def combine(a: DataFrame, b: DataFrame) -> DataFrame:
     both = a.select(*COLUMNS).unionByName(b.select(*COLUMNS)).groupBy("partition", "hour").agg(
         *[F.sum(c).alias(c) for c in summed], F.max("watermark_delay_max_s").alias("watermark_delay_max_s"))
     return _finished(both)
-
-
-def last_events_before(events: DataFrame, first: int, partitions: list) -> DataFrame:
-    """Each of `partitions`' last event before seq `first` (partition, seq, offset), from rows with `kind`,
-    looking back over growing seq ranges so that only recent files are read unless a partition has been
-    silent for long."""
-    events = events.where(F.col("kind") == "event")
-    found, span, top = [], 1024, first
-    need = set(partitions)
-    while need and top > 0:
-        bottom = max(0, first - span)
-        got = (events.where((F.col("seq") >= bottom) & (F.col("seq") < top) & F.col("partition").isin(sorted(need)))
-               .groupBy("partition").agg(F.max("seq").alias("seq"), F.max_by("offset", "seq").alias("offset")).collect())
-        found += [(r["partition"], r["seq"], r["offset"]) for r in got]
-        need -= {r["partition"] for r in got}
-        top, span = bottom, span * 8
-    return events.sparkSession.createDataFrame(found, "partition int, seq long, offset long")
 
 
 def _earlier():

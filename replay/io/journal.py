@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from replay.io import landing as landings
@@ -144,34 +144,57 @@ def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say
                           metadata={"job": "replay ingest", "table": "journal", "seq_from": base, "files": len(new)})
     if cached is not None:
         cached.unpersist()
+    event = F.col("kind") == "event"
     counts = store.read(spark, path).where(F.col("seq") >= base).agg(
         F.count(F.when(F.col("kind") != EMPTY, 1)).alias("rows"),
-        F.count(F.when(F.col("kind") == "event", 1)).alias("events"),
+        F.count(F.when(event, 1)).alias("events"),
         F.count(F.when(F.col("kind") == "malformed", 1)).alias("malformed"),
-        F.count(F.when((F.col("kind") == "event") & F.col("event_time").isNull(), 1)).alias("bad"),
+        F.count(F.when(event & F.col("event_time").isNull(), 1)).alias("bad"),
+        F.min(F.when(event, F.col("offset"))).alias("low"), F.max(F.when(event, F.col("offset"))).alias("high"),
+        F.collect_set(F.when(event, F.col("partition"))).alias("partitions"),
     ).first()
     manifest.record(spark, lake, observed, store)
-    identity = offset_identity(store.read(spark, path)).where(F.col("seq") >= base).agg(
-        F.count(F.when(F.col("duplicate"), 1)).alias("duplicate"),
-        F.count(F.when(F.col("backward"), 1)).alias("backward")).first()
+    duplicate, backward = offset_identity(store.read(spark, path), base, counts["partitions"],
+                                          (counts["low"], counts["high"]))
     say(f"wrote {counts['rows']} rows of {len(new)} files: journal version {version}; done")
     return IngestResult(new, len(files) - len(new), counts["rows"], counts["events"], counts["malformed"],
-                        counts["bad"], version, changed, identity["duplicate"], identity["backward"])
+                        counts["bad"], version, changed, duplicate, backward)
 
 
-def offset_identity(rows: DataFrame) -> DataFrame:
-    """Events with `duplicate` (their (partition, offset), the broker's identity of an event, appeared at an
-    earlier seq) and `backward` (offset below the previous event's in the partition, in seq order)."""
-    from pyspark.sql import Window
+def offset_identity(journal: DataFrame, base: int, partitions: list[int], offsets: tuple) -> tuple[int, int]:
+    """How many new events (seq >= `base`, in `partitions`, their offsets from `offsets[0]` to `offsets[1]`)
+    repeat the (partition, offset) of an earlier seq (duplicate), and how many have an offset below the
+    previous event's in their partition, in seq order (backward). Only events with offsets in the new ones'
+    range and each partition's last event before them are read, so an ingest's cost does not grow with the
+    journal behind it; both are counted in one pass (one shuffle by partition, two sorts)."""
+    if offsets[0] is None:  # no new events
+        return 0, 0
+    events, new = journal.where(F.col("kind") == "event").select("seq", "partition", "offset"), F.col("seq") >= base
+    in_range = F.col("offset").between(*offsets)
+    near = events.where(new | in_range).unionByName(last_events_before(journal, base, partitions).where(~in_range))
+    within = Window.partitionBy("partition")
+    repeat = F.lag("offset").over(within.orderBy("offset", "seq")) == F.col("offset")  # a copy after the first
+    backward = F.col("offset") < F.lag("offset").over(within.orderBy("seq"))
+    found = near.select(new.alias("new"), repeat.alias("repeat"), backward.alias("backward")).where("new").agg(
+        F.count(F.when(F.col("repeat"), 1)), F.count(F.when(F.col("backward"), 1))).first()
+    return found[0], found[1]
 
-    events = rows.where(F.col("kind") == "event").select("seq", "partition", "offset")
-    first = Window.partitionBy("partition", "offset").orderBy("seq")
-    previous = Window.partitionBy("partition").orderBy("seq")
-    return events.select(
-        "seq", "partition", "offset",
-        (F.row_number().over(first) > 1).alias("duplicate"),
-        F.coalesce(F.col("offset") < F.lag("offset").over(previous), F.lit(False)).alias("backward"),
-    )
+
+def last_events_before(events: DataFrame, first: int, partitions: list) -> DataFrame:
+    """Each of `partitions`' last event before seq `first` (partition, seq, offset), from rows with `kind`,
+    looking back over growing seq ranges so that only recent files are read unless a partition has been
+    silent for long."""
+    events = events.where(F.col("kind") == "event")
+    found, span, top = [], 1024, first
+    need = set(partitions)
+    while need and top > 0:
+        bottom = max(0, first - span)
+        got = (events.where((F.col("seq") >= bottom) & (F.col("seq") < top) & F.col("partition").isin(sorted(need)))
+               .groupBy("partition").agg(F.max("seq").alias("seq"), F.max_by("offset", "seq").alias("offset")).collect())
+        found += [(r["partition"], r["seq"], r["offset"]) for r in got]
+        need -= {r["partition"] for r in got}
+        top, span = bottom, span * 8
+    return events.sparkSession.createDataFrame(found, "partition int, seq long, offset long")
 
 
 def _empty_rows(spark: SparkSession, files: list[str]) -> DataFrame:
