@@ -6,10 +6,11 @@
 One run, one local SparkSession: generate a parquet landing stream, ingest it into the journal, replay
 it (tumbling 1 min windows per key), scan the journal (warm), copy it (read + write Parquet, warm: the
 floor for anything that writes a row per journal row), and run a Structured Streaming query
-doing the same windowed count over the landing files. Events/s per step go to stdout; the LAST line
-is one JSON object (events, ingest_s, replay_s, scan_s, structured_streaming_s, ...). `--job` also replays
-a user's job (e.g. one with several aggregates) over the same journal, generated in the "sensors" shape
-so the example jobs find their fields. Peak RSS of the driver (Python and its JVM) is reported at the end.
+doing the same windowed count over the landing files; last, ingest one more file of 1,000 events into
+the full journal (`later_ingest_s`: a periodic ingest's cost). Events/s per step go to stdout; the LAST
+line is one JSON object (events, ingest_s, replay_s, scan_s, structured_streaming_s, ...). `--job` also
+replays a user's job (e.g. one with several aggregates) over the same journal, generated in the "sensors"
+shape so the example jobs find their fields. Peak RSS of the driver (Python and its JVM) is reported at the end.
 
 Structured Streaming advances its watermark only between micro-batches (and one early event moves
 it for everything after), so the events its emitted windows cover (`ss_events_in_windows`) depend on
@@ -63,6 +64,24 @@ def job_step(spark, lake: str, path: str):
     catalog = load_folder(os.path.dirname(os.path.abspath(path)))
     job = next(j for j in catalog.jobs.values() if os.path.abspath(str(j.origin)) == os.path.abspath(path))
     return job.name, run(spark, lake, job.policy, target="production", job=job)
+
+
+LATER = 1_000  # events in the file a later ingest adds
+
+
+def later_ingest_step(spark, work: str, landing: str, lake: str, args) -> float:
+    """Ingest one more landing file of LATER events into the full journal (its offsets repeat the first
+    ones'): what a periodic ingest costs once the journal is large. Last, as it changes the landing."""
+    from replay.cli.generate import generate
+
+    more = os.path.join(work, "more")
+    shutil.rmtree(more, ignore_errors=True)
+    generate(more, LATER, partitions=args.partitions, keys=args.keys, files=1, seed=args.seed + 1,
+             fmt="parquet", shape="sensors" if args.job else "basic")
+    [name] = [f for f in os.listdir(more) if f.endswith(".parquet")]
+    shutil.copy(os.path.join(more, name), os.path.join(landing, "zz-later.parquet"))
+    seconds, _ = timed(ingest_step, spark, landing, lake)
+    return seconds
 
 
 def peak_rss_mib() -> dict:
@@ -182,8 +201,12 @@ def main(argv=None) -> dict:
         print(f"structured streaming {rate(n, ss['seconds'])}  ({ss['batches']} batches of <= "
               f"{args.files_per_batch} files; its {ss['windows']:,} windows cover "
               f"{ss['events_in_windows']:,} of {n:,} events)", flush=True)
+        later_s = later_ingest_step(spark, work, landing, lake, args)
+        print(f"later ingest         {rate(LATER, later_s)}  (one more file into the journal of {n:,} events)",
+              flush=True)
         result = {
-            "events": n, "ingest_s": round(ingest_s, 3), "replay_s": round(replay_s, 3),
+            "events": n, "ingest_s": round(ingest_s, 3), "later_ingest_s": round(later_s, 3),
+            "ingest_over_copy": round(ingest_s / copy_s, 2), "replay_s": round(replay_s, 3),
             "scan_s": round(scan_s, 3), "copy_s": round(copy_s, 3), "structured_streaming_s": round(ss["seconds"], 3),
             "generate_s": round(gen_s, 3), "spark_start_s": round(spark_s, 3),
             "replay_over_scan": round(replay_s / scan_s, 2), "copy_over_scan": round(copy_s / scan_s, 2),
@@ -196,6 +219,7 @@ def main(argv=None) -> dict:
         if job_s is not None:
             result.update({"job": job_name, "job_replay_s": round(job_s, 3),
                            "job_over_structured_streaming": round(job_s / ss["seconds"], 2)})
+        print(f"ingest / copy                 {result['ingest_over_copy']:.2f}x the time")
         print(f"replay / scan                 {result['replay_over_scan']:.2f}x the time")
         print(f"copy / scan                   {result['copy_over_scan']:.2f}x the time")
         print(f"replay / copy                 {result['replay_over_copy']:.2f}x the time")
