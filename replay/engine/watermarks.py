@@ -14,6 +14,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
+from replay.engine import kernels
 from replay.engine.decisions import NEG, arrival_checks, ordering_check
 from replay.model.policy import Policy, Punctuated
 from replay.model.state import KEYS_SCHEMA, PartitionState, State
@@ -153,9 +154,9 @@ def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int
                                      initial={p: state.partition(p).floor for p in parts})
     event_start = Starts.from_maxima([(r["chunk"], r["partition"], r["e"]) for r in ends], parts,
                                      initial={p: state.partition(p).events for p in parts})
-    # The checks run again after the shuffle: moving the 9 journal columns is cheaper than moving 16.
-    rows = rows.repartition(floor_start.last - floor_start.first + 1, "chunk")
     if policy.substream_by:
+        # The checks run again after the shuffle: moving the 9 journal columns is cheaper than moving 16.
+        rows = rows.repartition(floor_start.last - floor_start.first + 1, "chunk")
         decided, keys = _substreams(_contributions(rows, policy), policy, floor_start, state)
         after = {p: PartitionState(floor=floor_start.ends[p], wp=floor_start.ends[p]) for p in parts}
         return Decided(decided, floor_start, after, keys)
@@ -167,21 +168,17 @@ def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int
 
 def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts) -> DataFrame:
     """Scope = partition: `wp`, the partition's running max of its contribution `c` from the chunk's start
-    value, and `w_before`, its value before the row. One window operator over (chunk, partition): rows are
-    already clustered by chunk, so this is a sort per chunk, whatever the number of partitions. The sorts
-    (and the merged output watermark's) move narrow rows, the journal columns and `c`: the checks are
-    computed again after them, which is cheaper than moving their columns."""
+    value, `w_before`, its value before the row, and the merged output watermark, all found per chunk by
+    numpy on the executors (`kernels.running_watermarks`). What travels there as Arrow is what the
+    decisions need after it, checked already; `kind` goes as a flag, as strings cost most to convert."""
+    checked = _contributions(rows, policy)
     c = F.greatest("floor_c", F.coalesce("event_c", F.lit(NEG)))
-    narrow = _contributions(rows, policy).select(*rows.columns, c.alias("c"))
-    narrow = narrow.select("*", F.max("c").over(_upto("chunk", "partition")).alias("_upto"),
-                           F.max("c").over(_before("chunk", "partition")).alias("_prior"))
-    narrow = start.own(narrow, "s0").select(
-        *rows.columns,
-        F.greatest(F.coalesce("_upto", F.lit(NEG)), F.col("s0")).alias("wp"),
-        F.greatest(F.coalesce("_prior", F.lit(NEG)), F.col("s0")).alias("w_before"))
-    if not policy.independent:
-        narrow = merged(narrow, start, before="w_before")
-    return ordering_check(_contributions(narrow, policy), policy).withColumn("watermark", F.col("wp"))
+    narrow = checked.select(
+        "seq", "partition", "offset", (F.col("kind") == "event").alias("_event"), "arrival", "key", "value",
+        "duplicate", "quarantined", "early", "late", "passed", "t", "chunk", c.alias("c"))
+    ran = kernels.running_watermarks(narrow, start, merged=not policy.independent)
+    ran = ran.withColumn("kind", F.when(F.col("_event"), "event").otherwise("clock")).drop("_event", "c")
+    return ordering_check(ran, policy).withColumn("watermark", F.col("wp"))
 
 
 def _substreams(rows: DataFrame, policy: Policy, floor_start: Starts, state: State) -> tuple[DataFrame, DataFrame]:

@@ -1,0 +1,96 @@
+"""The watermark pass's sequential part, vectorized: numpy over one chunk's rows on the executors.
+
+Each chunk's rows go to one task (`repartitionById`, no sort in Spark) and reach Python as Arrow batches
+(`mapInArrow`). There, in `seq` order, every partition's running maximum starts from its value at the
+chunk's start, and the merged output watermark is the minimum over partitions of those step functions.
+Both are sorts, cumulative extrema and binary searches: O(n log n) per chunk, whatever the partitions.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
+
+
+def running_watermarks(rows: DataFrame, start, merged: bool) -> DataFrame:
+    """Adds `wp` (the row's partition's running maximum of `c` after the row, from its value at the chunk's
+    start in `start`, a `watermarks.Starts`), `w_before` (the same before the row) and, when `merged`, `merged`
+    (the minimum over all partitions of their `wp` after the row). Rows carry `chunk`, `partition`, `seq`, `c`."""
+    parts = np.array(sorted(start.values), dtype=np.int64)
+    table = np.array([start.values[p] for p in parts], dtype=np.int64).reshape(len(parts), -1)
+    lowest = start.lowest_after()
+    caps = np.array([lowest[start.first + i] for i in range(table.shape[1])], dtype=np.int64)
+    first = start.first
+    added = ["wp", "w_before", *(["merged"] if merged else [])]
+    schema = StructType([*rows.schema.fields, *(StructField(c, LongType(), False) for c in added)])
+
+    def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        whole = pa.Table.from_batches(list(batches))
+        if whole.num_rows == 0:
+            return
+        chunks = whole.column("chunk").to_numpy()
+        present = np.unique(chunks)  # one chunk per task, unless Spark put several into one
+        for chunk in present:
+            part = whole if len(present) == 1 else whole.filter(pa.array(chunks == chunk))
+            yield from _chunk(part, table[:, chunk - first], caps[chunk - first], parts, merged).to_batches()
+
+    return rows.repartitionById(table.shape[1], F.col("chunk") - first).mapInArrow(per_task, schema)
+
+
+def _chunk(rows: pa.Table, start: np.ndarray, cap: int, parts: np.ndarray, merged: bool) -> pa.Table:
+    """One chunk: its rows with wp, w_before (and merged), computed in seq order and put back in the rows'
+    order (so the columns passed through are not copied)."""
+    order = np.argsort(rows.column("seq").to_numpy(), kind="stable")
+    which = np.searchsorted(parts, rows.column("partition").to_numpy().astype(np.int64)[order])
+    wp, before = grouped_running_max(which, rows.column("c").to_numpy()[order], start[which])
+    added = {"wp": wp, "w_before": before}
+    if merged:
+        added["merged"] = minimum_of_steps(wp, before, cap)
+    for name, values in added.items():
+        in_place = np.empty_like(values)
+        in_place[order] = values
+        rows = rows.append_column(name, pa.array(in_place))
+    return rows
+
+
+def grouped_running_max(group: np.ndarray, values: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row (in order), the maximum of its group's `start` and `values` up to and including it, and
+    before it. No loop over groups: within the rows sorted by group, a cumulative maximum of
+    group * (number of distinct values) + rank of the value never crosses from one group into the next."""
+    n = len(values)
+    if n == 0:
+        return values.astype(np.int64), values.astype(np.int64)
+    by_group = np.argsort(group, kind="stable")  # stable: each group's rows stay in order
+    g, v = group[by_group].astype(np.int64), np.maximum(values[by_group], start[by_group]).astype(np.int64)
+    distinct, rank = np.unique(v, return_inverse=True)
+    upto = distinct[np.maximum.accumulate(g * len(distinct) + rank) % len(distinct)]
+    first = np.ones(n, dtype=bool)
+    first[1:] = g[1:] != g[:-1]
+    before = np.empty(n, dtype=np.int64)
+    before[1:] = upto[:-1]
+    before[first] = start[by_group][first]
+    wp, w_before = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    wp[by_group], w_before[by_group] = upto, before
+    return wp, w_before
+
+
+def minimum_of_steps(after: np.ndarray, before: np.ndarray, cap: int) -> np.ndarray:
+    """Per row (in seq order), the minimum over all partitions of their value after it, given each row's own
+    partition's value after (`after`) and before (`before`) it, and `cap`, the least value any partition
+    holds at the end of the chunk. A row that raises its partition leaves the value before it at its place;
+    in value order, a running maximum of those places says from which row on every partition is past each
+    value; a row's minimum is the least value not yet passed by all (a binary search), capped by `cap`."""
+    rises = np.flatnonzero(after > before)
+    if len(rises) == 0:
+        return np.full(len(after), cap, dtype=np.int64)
+    values, places = before[rises], rises
+    order = np.lexsort((places, values))
+    values, passed_at = values[order], np.maximum.accumulate(places[order])
+    j = np.searchsorted(passed_at, np.arange(len(after)), side="right")  # first value not passed after row i
+    least = np.where(j < len(values), values[np.minimum(j, len(values) - 1)], cap)
+    return np.minimum(least, cap)
+

@@ -1,0 +1,61 @@
+"""The watermark pass's numpy kernels agree with the definitions they vectorize, row by row (no Spark)."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replay.engine.decisions import NEG
+from replay.engine.kernels import grouped_running_max, minimum_of_steps
+
+VALUES = st.one_of(st.just(NEG), st.integers(-1_000, 1_000), st.integers(-2**61, 2**61))
+
+
+@st.composite
+def chunks(draw):
+    """A chunk's rows in seq order: each row's partition and contribution, and every partition's start value."""
+    partitions = draw(st.integers(1, 6))
+    n = draw(st.integers(0, 40))
+    group = np.array(draw(st.lists(st.integers(0, partitions - 1), min_size=n, max_size=n)), dtype=np.int64)
+    values = np.array(draw(st.lists(VALUES, min_size=n, max_size=n)), dtype=np.int64)
+    start = np.array(draw(st.lists(VALUES, min_size=partitions, max_size=partitions)), dtype=np.int64)
+    return group, values, start
+
+
+def _running(group, values, start):
+    """Row by row: each partition's value after and before every row."""
+    current, after, before = list(start), [], []
+    for g, v in zip(group, values):
+        before.append(current[g])
+        current[g] = max(current[g], v)
+        after.append(current[g])
+    return after, before, current
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(chunks())
+def test_grouped_running_max_is_each_partitions_maximum_from_its_start(chunk):
+    group, values, start = chunk
+    after, before, _ = _running(group, values, start)
+    wp, w_before = grouped_running_max(group, values, start[group])
+    assert wp.tolist() == after
+    assert w_before.tolist() == before
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(chunks())
+def test_minimum_of_steps_is_the_least_partition_value_after_each_row(chunk):
+    group, values, start = chunk
+    after, before, end = _running(group, values, start)
+    current, expected = list(start), []
+    for g, a in zip(group, after):
+        current[g] = a
+        expected.append(min(current))
+    got = minimum_of_steps(np.array(after, dtype=np.int64), np.array(before, dtype=np.int64), min(end))
+    assert got.tolist() == expected
+
+
+def test_a_partition_without_rows_in_the_chunk_holds_the_minimum_at_its_start_value():
+    group, values, start = np.array([0, 0]), np.array([5, 9]), np.array([NEG, 3])
+    wp, before = grouped_running_max(group, values, start[group])
+    assert minimum_of_steps(wp, before, min(9, 3)).tolist() == [3, 3]
