@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from replay.engine import idle, job_sql, metrics, watermarks, windows
@@ -74,26 +74,37 @@ def engine_rows(decisions: DataFrame) -> DataFrame:
     )
 
 
-def prepare(journal: DataFrame, history: DataFrame | None = None) -> DataFrame:
+def prepare(journal: DataFrame, history: DataFrame | None = None) -> tuple[DataFrame, list[DataFrame]]:
     """Journal rows the semantics act on (events and clocks), times in integer microseconds, with
     `duplicate`: an event whose (partition, offset) appeared at an earlier seq, in `journal` or in
-    `history` (the journal rows before it, when `journal` continues from a checkpoint)."""
+    `history` (the journal rows before it, when `journal` continues from a checkpoint). Also the cached
+    DataFrames to free when done.
+
+    Repeated (partition, offset) pairs are found by one aggregation (no sort of the journal); they are
+    usually none or few, so the rows meet them in a broadcast join, or not at all."""
     rows = journal.where(F.col("kind").isin("event", "clock")).select(
         "seq", "partition", "offset", "kind",
         F.unix_micros("arrival_time").alias("arrival"),
         F.unix_micros("event_time").alias("et"),
         "key", "value",
     )
-    first = Window.partitionBy("partition", "offset", "kind").orderBy("seq")
-    duplicate = (F.col("kind") == "event") & (F.row_number().over(first) > 1)
+    events = rows.where(F.col("kind") == "event").select("partition", "offset", "seq")
     if history is not None:
-        seen = (history.where(F.col("kind") == "event").select("partition", "offset")
-                .join(rows.where(F.col("kind") == "event").select("partition", "offset"), ["partition", "offset"],
-                      "left_semi")
-                .distinct().withColumn("seen", F.lit(True)))
-        rows = rows.join(seen, ["partition", "offset"], "left")
-        duplicate = duplicate | ((F.col("kind") == "event") & F.col("seen").isNotNull())
-    return rows.select(*_PREPARED, duplicate.alias("duplicate"))
+        earlier = (history.where(F.col("kind") == "event").select("partition", "offset", "seq")
+                   .join(events.select("partition", "offset"), ["partition", "offset"], "left_semi"))
+        events = events.unionByName(earlier)
+    firsts = (events.groupBy("partition", "offset").agg(F.min("seq").alias("_first"), F.count("*").alias("_n"))
+              .where(F.col("_n") > 1).drop("_n").persist())
+    repeated = firsts.count()
+    if repeated == 0:
+        firsts.unpersist()
+        return rows.select(*_PREPARED, F.lit(False).alias("duplicate")), []
+    table = F.broadcast(firsts) if repeated <= BROADCAST_REPEATS else firsts
+    duplicate = (F.col("kind") == "event") & F.coalesce(F.col("seq") > F.col("_first"), F.lit(False))
+    return rows.join(table, ["partition", "offset"], "left").select(*_PREPARED, duplicate.alias("duplicate")), [firsts]
+
+
+BROADCAST_REPEATS = 1_000_000  # repeated (partition, offset) pairs up to which they are broadcast to the rows
 
 
 _PREPARED = ("seq", "partition", "offset", "kind", "arrival", "et", "key", "value")
@@ -115,11 +126,13 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     `job`: a user's job (fields, filter, grouping, aggregates) on this policy; default: the spec's count/sum."""
     custom = job is not None and not job.is_spec
     state = state or State()
-    rows = prepare(journal, history)
+    rows, repeats = prepare(journal, history)
     d = watermarks.decide(rows, policy, state, partitions)
     if d is None:
+        for df in repeats:
+            df.unpersist()
         return _empty(journal, state, materialize, job if custom else None)
-    decided, cached = d.rows, [d.rows]
+    decided, cached = d.rows, [d.rows, *repeats]
     scopes_before = {s: state.scope(s) for s in _scopes(policy, d.wp_start.values)}
     if policy.idle_timeout is not None and policy.window is not None:
         decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
@@ -167,7 +180,7 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     else:
         win = _no_windows(journal)
         dead = dropped.unionByName(malformed)
-    dead = _with_raw(dead, journal)
+    dead = _with_raw(dead, journal, cached)
     before = {p: v.wp for p, v in state.partitions.items()}
     timeline = watermarks.timeline(in_range(full), before=before).select(
         "partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
@@ -222,13 +235,23 @@ def _malformed(journal: DataFrame) -> DataFrame:
     )
 
 
-def _with_raw(dead: DataFrame, journal: DataFrame) -> DataFrame:
+def _with_raw(dead: DataFrame, journal: DataFrame, cached: list[DataFrame]) -> DataFrame:
     """Dead letters keep what was read and where: `source`, `source_line` and `payload` (the raw text the
-    journal kept for a malformed row or an event without a valid event time; else the journal row as JSON)."""
+    journal kept for a malformed row or an event without a valid event time; else the journal row as JSON).
+    They are usually few: counted first (and kept, in `cached`), up to BROADCAST_DEAD they are broadcast to
+    the journal's rows, whose payloads then stay where they are instead of being shuffled for a join."""
     row = F.to_json(F.struct("partition", "offset", "arrival_time", "event_time", "key", "value"))
     raw = journal.select("seq", F.coalesce("payload", F.when(F.col("kind") == "event", row)).alias("payload"),
                          "source", "source_line")
-    return dead.join(raw, "seq", "left")
+    dead = dead.persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(dead)
+    if dead.count() > BROADCAST_DEAD:
+        return dead.join(raw, "seq", "left")
+    # every dead letter is a journal row (seq is unique there): the inner join keeps them all
+    return raw.join(F.broadcast(dead), "seq").select(*dead.columns, "payload", "source", "source_line")
+
+
+BROADCAST_DEAD = 1_000_000  # dead letters up to which they are broadcast to the journal for their raw text
 
 
 def _no_windows(journal: DataFrame) -> DataFrame:
@@ -253,7 +276,8 @@ def _empty(journal: DataFrame, state: State, materialize: Callable[[DataFrame], 
     if job is not None:
         no_windows = windows.job_windows(engine_rows(decisions), job_sql.decided_events(decisions, job),
                                          job.policy, job.grouping, job.aggregates, True).windows
-    dead = _with_raw(_malformed(journal), journal)
+    cached = []
+    dead = _with_raw(_malformed(journal), journal, cached)
     timeline = spark.createDataFrame([], "partition int, seq long, arrival_time timestamp, watermark timestamp, "
                                          "output_watermark timestamp")
-    return Outputs(decisions, no_windows, dead, timeline, metrics.hourly(decisions, dead), state=state)
+    return Outputs(decisions, no_windows, dead, timeline, metrics.hourly(decisions, dead), cached, state=state)
