@@ -23,17 +23,29 @@ COLUMNS = ("partition", "hour", *COUNTS, *DELAY, *LETTERS)
 def hourly(decisions: DataFrame, dead_letters: DataFrame) -> DataFrame:
     """Counts of early, late and out-of-order events by action, dead letters, watermark delay, and events
     repeating an earlier (partition, offset) or whose offset goes backwards in their partition."""
-    prior = F.last(F.when(F.col("kind") == "event", F.col("offset")), ignorenulls=True).over(_earlier())
-    return _aggregate(decisions.withColumn("_prior", prior), dead_letters).orderBy("partition", "hour")
+    return _aggregate(decisions, dead_letters, _backward(_events(decisions))).orderBy("partition", "hour")
 
 
 def of_stretch(decisions: DataFrame, dead_letters: DataFrame, before: DataFrame) -> DataFrame:
     """hourly() of a stretch of rows that follows others (a live batch): `before` holds each partition's last
     event before it (partition, seq, offset; `replay.io.journal.last_events_before`), which backward offsets
     compare to."""
-    events = decisions.where(F.col("kind") == "event").select("partition", "seq", "offset")
-    priors = events.unionByName(before).select("seq", F.last("offset", ignorenulls=True).over(_earlier()).alias("_prior"))
-    return _aggregate(decisions.join(priors, "seq", "left"), dead_letters)
+    earlier = before.select("partition", "seq", "offset", F.lit(None).cast("timestamp").alias("arrival_time"))
+    return _aggregate(decisions, dead_letters, _backward(_events(decisions).unionByName(earlier)))
+
+
+def _events(decisions: DataFrame) -> DataFrame:
+    return decisions.where(F.col("kind") == "event").select("partition", "seq", "offset", "arrival_time")
+
+
+def _backward(events: DataFrame) -> DataFrame:
+    """Per partition and hour of arrival: events whose offset is below the previous event's in their partition,
+    in seq order. The sort this takes moves four narrow columns, not the decisions' rows."""
+    prior = F.lag("offset").over(Window.partitionBy("partition").orderBy("seq"))
+    flagged = events.select("partition", "arrival_time", (F.col("offset") < prior).alias("_backward"))
+    backward = flagged.where(F.col("_backward") & F.col("arrival_time").isNotNull())
+    return backward.groupBy("partition", F.date_trunc("hour", "arrival_time").alias("hour")).agg(
+        F.count("*").alias("backward_offsets"))
 
 
 def combine(a: DataFrame, b: DataFrame) -> DataFrame:
@@ -45,32 +57,35 @@ def combine(a: DataFrame, b: DataFrame) -> DataFrame:
     return _finished(both)
 
 
-def _earlier():
-    """The rows before this one in its partition, in seq order (built per call: a Window needs a session)."""
-    return Window.partitionBy("partition").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
-
-
-def _aggregate(decisions: DataFrame, dead_letters: DataFrame) -> DataFrame:
-    """The metrics of rows that carry `_prior`, their partition's previous event's offset. An hour with dead
-    letters and no decided row (only malformed lines) has a row too: nothing is left out."""
+def _aggregate(decisions: DataFrame, dead_letters: DataFrame, backward: DataFrame) -> DataFrame:
+    """The metrics of decided rows, their dead letters and their backward offsets (`_backward`). An hour with
+    dead letters and no decided row (only malformed lines) has a row too: nothing is left out."""
     has = lambda reason: F.array_contains(F.col("reasons"), reason)  # noqa: E731
     action, is_event = F.col("action"), F.col("kind") == "event"
     count = lambda condition, name: F.count(F.when(condition, 1)).alias(name)  # noqa: E731
-    delay_us = F.unix_micros("arrival_time") - F.unix_micros("output_watermark")
-    backward = is_event & F.coalesce(F.col("offset") < F.col("_prior"), F.lit(False))
+    delay_us = F.expr(_DELAY_SQL)
     per_row = decisions.groupBy("partition", F.date_trunc("hour", "arrival_time").alias("hour")).agg(
         count(is_event, "events"), count(F.col("kind") == "clock", "clock_rows"),
         *[count(action == a, a) for a in ("accepted", "adjusted", "dropped", "quarantined")],
-        count(has("duplicate"), "duplicate_offsets"), count(backward, "backward_offsets"),
+        count(has("duplicate"), "duplicate_offsets"),
         *[count(has(r) & (action == a), f"{r}_{a}") for r in REASONS for a in ("dropped", "adjusted", "accepted")],
         F.max(delay_us).alias("_max_us"), F.count(delay_us).alias("watermark_delay_rows"),
-        F.sum(_seconds(delay_us)).alias("watermark_delay_total_s"),
-    ).select("*", (F.col("_max_us") / 1e6).alias("watermark_delay_max_s")).drop("_max_us")
+        # the total as whole seconds and the microseconds left over, two sums of longs (exact and fast;
+        # a decimal per row would be summed as a BigDecimal)
+        F.sum(F.expr(f"({_DELAY_SQL} - pmod({_DELAY_SQL}, 1000000)) div 1000000")).alias("_s"),
+        F.sum(F.expr(f"pmod({_DELAY_SQL}, 1000000)")).alias("_us"),
+    ).select("*", (F.col("_max_us") / 1e6).alias("watermark_delay_max_s"),
+             (F.col("_s").cast("decimal(38,6)") + _seconds(F.col("_us"))).alias("watermark_delay_total_s"),
+             ).drop("_max_us", "_s", "_us")
     letters = dead_letters.where(F.col("partition").isNotNull()).groupBy(
         "partition", F.date_trunc("hour", "arrival_time").alias("hour")
     ).agg(F.count("*").alias("dead_letters"), count(F.col("reason") == "window_closed", "window_closed"))
     zero = [*COUNTS, *LETTERS, "watermark_delay_rows", "watermark_delay_total_s"]
-    return _finished(per_row.join(letters, ["partition", "hour"], "full").fillna(0, zero))
+    joined = per_row.join(backward, ["partition", "hour"], "left").join(letters, ["partition", "hour"], "full")
+    return _finished(joined.fillna(0, zero))
+
+
+_DELAY_SQL = "(unix_micros(arrival_time) - unix_micros(output_watermark))"  # watermark delay, microseconds
 
 
 def _seconds(us: Column) -> Column:
