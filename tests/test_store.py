@@ -155,11 +155,20 @@ def test_the_rows_a_commit_added_are_read_from_its_files_without_rebuilding_the_
     assert [tuple(r) for r in rows] == [(1, 10)]
 
 
-def test_a_commit_that_removed_rows_is_not_read_as_its_added_files(spark, tmp_path):
+def test_a_commit_that_removed_some_rows_is_not_read_as_its_added_files(spark, tmp_path):
+    store, path = DeltaStore(), str(tmp_path / "t")
+    store.write(spark.createDataFrame([(1,), (5,)], "seq long").repartition(2, "seq"), path)
+    version = store.write(spark.createDataFrame([(6,)], "seq long"), path, replace=Replace("seq", 5))
+    assert store.read_commit(spark, path, version) is None
+
+
+def test_an_overwrite_is_read_from_its_added_files_as_the_whole_table(spark, tmp_path):
     store, path = DeltaStore(), str(tmp_path / "t")
     store.write(spark.createDataFrame([(1,)], "seq long"), path)
-    version = store.write(spark.createDataFrame([(2,)], "seq long"), path, mode="overwrite")
-    assert store.read_commit(spark, path, version) is None
+    version = store.write(spark.createDataFrame([(2,), (3,)], "seq long"), path, mode="overwrite")
+    rows = []
+    assert _jobs_of(spark, lambda: rows.extend(store.read_commit(spark, path, version).collect())) == 1
+    assert sorted(r["seq"] for r in rows) == [2, 3]
 
 
 def test_each_commit_records_its_user_metadata(spark, tmp_path):

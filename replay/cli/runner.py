@@ -164,9 +164,11 @@ def _materialize(df: DataFrame, folder: str) -> DataFrame:
 
 
 def _written(store: TableStore, df: DataFrame, path: str, metadata: dict) -> DataFrame:
-    """The decisions, written once as the table every other output then reads."""
-    store.write(df, path, mode="overwrite", metadata=metadata)
-    return store.read(df.sparkSession, path)
+    """The decisions, written once as the table every other output then reads: from the files the overwrite
+    added, where it can (no state rebuild for each of the queries that read them)."""
+    version = store.write(df, path, mode="overwrite", metadata=metadata)
+    added = store.read_commit(df.sparkSession, path, version) if version is not None else None
+    return added if added is not None else store.read(df.sparkSession, path)
 
 
 @contextmanager

@@ -81,25 +81,31 @@ class DeltaStore:
         return spark.read.format("delta").load(path)
 
     def read_commit(self, spark: SparkSession, path: str, version: int) -> DataFrame | None:
-        """The rows commit `version` added, read from the files it added; None when it removed any or
-        the table needs Delta's reader for its files (partitions, column mapping, deletion vectors).
+        """The rows commit `version` added, read from the files it added; None when it removed any (unless
+        it overwrote the whole table: then they are the table's rows) or the table needs Delta's reader for
+        its files (partitions, column mapping, deletion vectors).
 
         Why: reading the table rebuilds its state from the log first (three Spark jobs, about 0.5 s) once
-        per new version, and a live batch reads back rows it has just committed."""
+        per new version, and a live batch and a replay read back rows they have just committed."""
         log = _delta_log(spark, path)
         metadata = log.update(False, _none(), _none()).metadata()
         if metadata.partitionColumns().nonEmpty() or metadata.configuration().contains("delta.columnMapping.mode"):
             return None
-        files, commits = [], log.getChanges(version, version, _none(), True)
+        files, removed, whole, commits = [], False, False, log.getChanges(version, version, _none(), True)
         while commits.hasNext():
             actions = commits.next()._2().iterator()
             while actions.hasNext():
                 action = actions.next()
                 kind = action.getClass().getSimpleName()
-                if kind == "RemoveFile" or (kind == "AddFile" and action.deletionVector() is not None):
+                if kind == "AddFile" and action.deletionVector() is not None:
                     return None
+                removed = removed or kind == "RemoveFile"
+                if kind == "CommitInfo":
+                    whole = _overwrote_all(action)
                 if kind == "AddFile":
                     files.append(spark_path(action.absolutePath(log).toString()))
+        if removed and not whole:
+            return None
         schema = StructType.fromJson(json.loads(metadata.schema().json()))
         if not files:
             return spark.createDataFrame([], schema)
@@ -155,6 +161,13 @@ class DeltaStore:
 
 
 _SLOW = object()  # a commit the fast paths below cannot make: write through the DataFrame writer
+
+
+def _overwrote_all(info) -> bool:
+    """Whether a commit's CommitInfo is a write that replaced the whole table (no replaceWhere predicate)."""
+    params = info.operationParameters()
+    return (info.operation() == "WRITE" and params.get("mode").isDefined()
+            and params.get("mode").get().strip('"') == "Overwrite" and not params.get("predicate").isDefined())
 
 
 def _idempotent_append(df: DataFrame, log, txn: AppTransaction, metadata: dict | None):
