@@ -132,10 +132,14 @@ def _run(spark, lake, policy, target, start, end, store, checkpoints_of, run_id,
                 _write(store, out.tables()[name], output_path(root, target, name), name, lo, hi, partial, meta(name))
             _interrupt_point(name)
         step("metrics")
-        # metrics cover the whole target, so they are recomputed from its tables (cheap to scan)
-        written = {n: store.read(spark, output_path(root, target, n)) for n in ("decisions", "dead_letters")}
-        store.write(metrics.hourly(written["decisions"], written["dead_letters"]),
-                    output_path(root, target, "metrics"), mode="overwrite", metadata=meta("metrics"))
+        # metrics cover the whole target: a range replay's are recomputed from its tables (cheap to scan); a
+        # whole replay's tables are the ones just computed, whose decisions and dead letters are at hand
+        if partial:
+            written = {n: store.read(spark, output_path(root, target, n)) for n in ("decisions", "dead_letters")}
+            hourly = metrics.hourly(written["decisions"], written["dead_letters"])
+        else:
+            hourly = out.metrics
+        store.write(hourly, output_path(root, target, "metrics"), mode="overwrite", metadata=meta("metrics"))
     out.unpersist()
     return RunSummary(target, lo, hi, seconds=time.perf_counter() - began, checkpoint=cp and cp.batch, run_id=run_id)
 
