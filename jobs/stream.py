@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import diagnostics, lag
-from replay.cli.runner import check_target, output_path, policy_hash, signature
+from replay.cli.runner import check_target, output_path, policy_hash, signature, target_metrics
 from replay.engine import metrics, pipeline as engine
 from replay.engine.decisions import NEG
 from replay.io import checkpoints, journal, kafka_source as kafka, locks, manifest
@@ -411,9 +411,7 @@ def _commit_metrics(store: TableStore, spark: SparkSession, root: str, target: s
     path = output_path(root, target, "metrics")
     table = store.read(spark, path) if store.exists(path) else None
     if table is None or set(metrics.COLUMNS) - set(table.columns):  # none yet, or from an older Retrace
-        written = {n: store.read(spark, output_path(root, target, n)) for n in ("decisions", "dead_letters")}
-        store.write(metrics.hourly(written["decisions"], written["dead_letters"]), path, mode="overwrite", txn=txn,
-                    metadata=metadata)
+        store.write(target_metrics(spark, store, root, target), path, mode="overwrite", txn=txn, metadata=metadata)
         return
     tables = out.tables()
     before = journal.last_events_before(events, span["lo"], span["partitions"])

@@ -134,14 +134,16 @@ def _run(spark, lake, policy, target, start, end, store, checkpoints_of, run_id,
         step("metrics")
         # metrics cover the whole target: a range replay's are recomputed from its tables (cheap to scan); a
         # whole replay's tables are the ones just computed, whose decisions and dead letters are at hand
-        if partial:
-            written = {n: store.read(spark, output_path(root, target, n)) for n in ("decisions", "dead_letters")}
-            hourly = metrics.hourly(written["decisions"], written["dead_letters"])
-        else:
-            hourly = out.metrics
+        hourly = target_metrics(spark, store, root, target) if partial else out.metrics
         store.write(hourly, output_path(root, target, "metrics"), mode="overwrite", metadata=meta("metrics"))
     out.unpersist()
     return RunSummary(target, lo, hi, seconds=time.perf_counter() - began, checkpoint=cp and cp.batch, run_id=run_id)
+
+
+def target_metrics(spark: SparkSession, store: TableStore, root: str, target: str) -> DataFrame:
+    """The hourly metrics of a target's whole `decisions` and `dead_letters` tables, read back: for when the
+    rows at hand cover only part of the target (a range replay, a live batch)."""
+    return metrics.hourly(*(store.read(spark, output_path(root, target, n)) for n in ("decisions", "dead_letters")))
 
 
 def signature(policy: Policy, job: Job | None = None) -> str:
