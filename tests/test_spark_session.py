@@ -38,6 +38,19 @@ def test_without_the_archive_a_driver_still_starts(tmp_path):
     assert done.returncode == 0 and "rows 3" in done.stdout, done.stderr[-3000:]
 
 
+def test_retrace_java_options_reach_a_local_driver():
+    """RETRACE_JAVA_OPTIONS (the tests' JIT and collector settings) is added to a local driver's JVM options."""
+    probe = DRIVER.replace(' + " -Xshare:on"', "").replace(
+        'print("rows", spark.range(3).count())',
+        'print("probe", spark.sparkContext._jvm.java.lang.System.getProperty("retrace.probe"))\n'
+        'print("args", list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()))')
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": ROOT,
+                               spark_io.EXTRA_JAVA_OPTIONS: "-Dretrace.probe=seen -XX:TieredStopAtLevel=1"})
+    assert done.returncode == 0 and "probe seen" in done.stdout, done.stderr[-3000:]
+    assert "-XX:TieredStopAtLevel=1" in done.stdout and "-Duser.timezone=UTC" in done.stdout, done.stdout
+
+
 def _ranked(spark, k: int) -> list:
     """A shuffle, a window function and an aggregate (the kinds of operators the engine uses); `k` makes the
     generated code new, so Spark's cache of compiled code cannot answer for it."""

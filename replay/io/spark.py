@@ -17,6 +17,8 @@ JARS = os.environ.get("RETRACE_JARS") or os.path.join(ROOT, "infra", "jars", "sp
 # seconds sooner. Without the file, or when it no longer matches the JVM or jars, the driver loads them itself.
 CLASS_ARCHIVE = os.environ.get("RETRACE_CLASS_ARCHIVE") or os.path.join(ROOT, "infra", "jars", "jvm", "classes.jsa")
 DRIVER_JAVA_OPTIONS = "-Duser.timezone=UTC"
+# More options for a local driver's JVM, e.g. the tests' "-XX:TieredStopAtLevel=1" (see tests/conftest.py).
+EXTRA_JAVA_OPTIONS = "RETRACE_JAVA_OPTIONS"
 DELTA = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -75,10 +77,11 @@ def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None) -> 
 
 
 def _driver_java_options() -> str:
+    options = " ".join(filter(None, [DRIVER_JAVA_OPTIONS, os.environ.get(EXTRA_JAVA_OPTIONS, "").strip()]))
     if not os.path.isfile(CLASS_ARCHIVE):
-        return DRIVER_JAVA_OPTIONS
+        return options
     # -Xlog: a stale archive is skipped without a warning on every start
-    return f"{DRIVER_JAVA_OPTIONS} -XX:SharedArchiveFile={CLASS_ARCHIVE} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    return f"{options} -XX:SharedArchiveFile={CLASS_ARCHIVE} -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 # A live micro-batch of up to this many rows is evaluated without generated code (see few_rows).
