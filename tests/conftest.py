@@ -6,22 +6,23 @@ import os
 
 import pytest
 
-# Every test JVM (this session's and the subprocesses' drivers) runs small data for minutes, not hours: C1 only
-# (no C2 compiler, which took about a third of a short live run's JVM CPU on 2 cores) and the serial collector.
-# 22 tests (test_cli, test_verify, test_live_job, test_determinism) took 580 s instead of 693 s on 2 workers.
+# The tests' subprocess drivers (live jobs, CLI and Dagster runs) live for a minute or two on small data: C1 only
+# (the C2 compiler took about a third of a short live run's JVM CPU on 2 cores) and the serial collector.
 os.environ.setdefault("RETRACE_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 @pytest.fixture(scope="session")
 def spark():
-    from replay.io.spark import get_spark
+    from replay.io.spark import _driver_java_options, get_spark
 
     # the status store keeps every SQL execution's plan (1000 by default) even with the UI off: over the
     # ~300 tests the driver's heap filled (93% old generation late in a full run); keep few.
     # Delta keeps every table's log, snapshot and cached state for 60 minutes (10,000 tables): a job touches a
     # few tables, but this session touches thousands, one set per test, and their cached states filled the
-    # driver's heap ~50 minutes in ("Not enough memory to build and broadcast the table"); keep the latest 100
-    session = get_spark("retrace-tests", conf={"spark.sql.shuffle.partitions": "2",
+    # driver's heap ~50 minutes in ("Not enough memory to build and broadcast the table"); keep the latest 100.
+    # This JVM runs thousands of queries over the whole run, so it keeps the default JIT (C2 pays back).
+    session = get_spark("retrace-tests", conf={"spark.driver.extraJavaOptions": _driver_java_options(extra=""),
+                                                "spark.sql.shuffle.partitions": "2",
                                                 "spark.default.parallelism": "2",
                                                 "spark.sql.ui.retainedExecutions": "20",
                                                 "spark.ui.retainedJobs": "50", "spark.ui.retainedStages": "50",

@@ -76,8 +76,10 @@ def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None) -> 
     return spark
 
 
-def _driver_java_options() -> str:
-    options = " ".join(filter(None, [DRIVER_JAVA_OPTIONS, os.environ.get(EXTRA_JAVA_OPTIONS, "").strip()]))
+def _driver_java_options(extra: str | None = None) -> str:
+    """The local driver's JVM options: UTC, `extra` (None: RETRACE_JAVA_OPTIONS) and the class archive."""
+    extra = os.environ.get(EXTRA_JAVA_OPTIONS, "") if extra is None else extra
+    options = " ".join(filter(None, [DRIVER_JAVA_OPTIONS, extra.strip()]))
     if not os.path.isfile(CLASS_ARCHIVE):
         return options
     # -Xlog: a stale archive is skipped without a warning on every start
