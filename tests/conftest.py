@@ -6,9 +6,11 @@ import os
 
 import pytest
 
+from replay.io.spark import EXTRA_JAVA_OPTIONS
+
 # The tests' subprocess drivers (live jobs, CLI and Dagster runs) live for a minute or two on small data: C1 only
 # (the C2 compiler took about a third of a short live run's JVM CPU on 2 cores) and the serial collector.
-os.environ.setdefault("RETRACE_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+os.environ.setdefault(EXTRA_JAVA_OPTIONS, "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 @pytest.fixture(scope="session")

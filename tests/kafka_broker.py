@@ -118,7 +118,8 @@ def kafka_broker(tmp_path_factory):
     port, controller = free_port(), free_port()
     props = _server_properties(folder, port, controller)
     classpath = os.path.join(BROKER_JARS, "*")
-    java = ["java", "-Xmx512m", "-Xms128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true", "-cp", classpath]
+    java = ["java", "-Xmx512m", "-Xms128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
+            "-cp", classpath]
     subprocess.run([*java, "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id(), "-c", props],
                    check=True, capture_output=True, timeout=120)
     log = os.path.join(folder, "broker.log")

@@ -43,7 +43,8 @@ def test_retrace_java_options_reach_a_local_driver():
     probe = DRIVER.replace(' + " -Xshare:on"', "").replace(
         'print("rows", spark.range(3).count())',
         'print("probe", spark.sparkContext._jvm.java.lang.System.getProperty("retrace.probe"))\n'
-        'print("args", list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()))')
+        'runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()\n'
+        'print("args", list(runtime.getInputArguments()))')
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": ROOT,
                                spark_io.EXTRA_JAVA_OPTIONS: "-Dretrace.probe=seen -XX:TieredStopAtLevel=1"})
