@@ -1,4 +1,5 @@
-"""One SparkSession per test process (start-up costs ~8 s), with few shuffle partitions; `infra/test.sh` runs two."""
+"""One SparkSession per test process (start-up costs ~8 s), with few shuffle partitions and settings for small data
+(tests/session_settings.py); `infra/test.sh` runs two."""
 from __future__ import annotations
 
 import gc
@@ -7,6 +8,7 @@ import os
 import pytest
 
 from replay.io.spark import EXTRA_JAVA_OPTIONS
+from tests.session_settings import SMALL_DATA
 
 # The tests' subprocess drivers (live jobs, CLI and Dagster runs) live for a minute or two on small data: C1 only
 # (the C2 compiler took about a third of a short live run's JVM CPU on 2 cores) and the serial collector.
@@ -28,7 +30,7 @@ def spark():
                                                 "spark.default.parallelism": "2",
                                                 "spark.sql.ui.retainedExecutions": "20",
                                                 "spark.ui.retainedJobs": "50", "spark.ui.retainedStages": "50",
-                                                "spark.databricks.delta.delta.log.cacheSize": "100"})
+                                                "spark.databricks.delta.delta.log.cacheSize": "100", **SMALL_DATA})
     yield session
     session.stop()
 

@@ -16,6 +16,7 @@ from replay.io.journal import ingest
 from replay.io.store import default_store
 from replay.model.durations import format_instant
 from replay.model.policy import Policy
+from tests.session_settings import production_settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")
@@ -66,6 +67,15 @@ def test_hash_is_64_hex_chars(full):
 def test_running_twice_gives_the_same_hash(spark, stream, full):
     run(spark, stream["lake"], stream["policy"], target="again")  # the second run; `full` was the first
     assert target_hash(spark, stream["lake"], "again") == full
+
+
+def test_generated_code_and_adaptive_plans_do_not_change_the_hash(spark, stream, full):
+    """The test session runs interpreted, without adaptive plans (tests/session_settings.py); a local driver
+    runs with both, and gives the same hash."""
+    with production_settings(spark):
+        assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+        run(spark, stream["lake"], stream["policy"], target="production_settings")
+    assert target_hash(spark, stream["lake"], "production_settings") == full
 
 
 def test_shuffle_partitions_do_not_change_the_hash(spark, stream, full):

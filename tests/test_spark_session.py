@@ -10,6 +10,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from replay.io import spark as spark_io
+from tests.session_settings import production_settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -70,26 +71,28 @@ def _compiling(spark, k: int) -> tuple[list, int]:
 
 
 def test_a_few_rows_are_evaluated_without_compiling_code_with_the_same_result(spark):
-    _ranked(spark, 5)  # what every query needs (reading rows back to Python) is compiled once, here
-    with spark_io.few_rows(spark, 1_000):
-        assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
-        interpreted, compiles = _compiling(spark, 7)
-    generated, compiles_outside = _compiling(spark, 7)
+    with production_settings(spark):  # the test session itself runs without generated code
+        _ranked(spark, 5)  # what every query needs (reading rows back to Python) is compiled once, here
+        with spark_io.few_rows(spark, 1_000):
+            assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
+            interpreted, compiles = _compiling(spark, 7)
+        generated, compiles_outside = _compiling(spark, 7)
     assert interpreted == generated
     assert compiles <= 1 < 4 <= compiles_outside, (compiles, compiles_outside)
 
 
 def test_after_a_few_rows_the_session_settings_come_back(spark):
-    before = {k: spark.conf.get(k, None) for k in spark_io.INTERPRETED}
-    try:
-        with spark_io.few_rows(spark, 1_000):
-            raise RuntimeError("a failed step")
-    except RuntimeError:
-        pass
-    assert {k: spark.conf.get(k, None) for k in spark_io.INTERPRETED} == before
-    assert _compiling(spark, 11)[1] >= 4
+    with production_settings(spark):
+        before = {k: spark.conf.get(k, None) for k in spark_io.INTERPRETED}
+        try:
+            with spark_io.few_rows(spark, 1_000):
+                raise RuntimeError("a failed step")
+        except RuntimeError:
+            pass
+        assert {k: spark.conf.get(k, None) for k in spark_io.INTERPRETED} == before
+        assert _compiling(spark, 11)[1] >= 4
 
 
 def test_many_rows_keep_generated_code(spark):
-    with spark_io.few_rows(spark, spark_io.FEW_ROWS + 1):
+    with production_settings(spark), spark_io.few_rows(spark, spark_io.FEW_ROWS + 1):
         assert _compiling(spark, 13)[1] >= 4

@@ -1,0 +1,34 @@
+"""The test session's settings for small data, and the production settings they stand in for."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pyspark.sql import SparkSession
+
+from replay.io.spark import INTERPRETED, LOCAL
+
+# The session's tests run thousands of queries over a few rows each. Per query, compiling generated code (Janino),
+# adaptive re-planning and Delta's log replay in two tasks cost more than the rows: the session evaluates row by
+# row (as a live batch of few rows does, replay.io.spark.few_rows), plans once and replays a log in one task.
+# A 38-test subset took 445 s instead of 563 s (README, Tests). test_determinism checks the hash is the same with
+# PRODUCTION.
+SMALL_DATA = {**INTERPRETED, "spark.sql.adaptive.enabled": "false", "spark.databricks.delta.snapshotPartitions": "1"}
+# What a local driver runs with (replay.io.spark.LOCAL, and Spark's defaults for generated code).
+PRODUCTION = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK",
+              "spark.sql.adaptive.enabled": LOCAL["spark.sql.adaptive.enabled"],
+              "spark.databricks.delta.snapshotPartitions": LOCAL["spark.databricks.delta.snapshotPartitions"]}
+
+
+@contextmanager
+def production_settings(spark: SparkSession) -> Iterator[None]:
+    """The block runs with generated code, adaptive plans and Delta's log replay as a local driver has them."""
+    assert set(PRODUCTION) == set(SMALL_DATA)
+    before = {k: spark.conf.get(k) for k in PRODUCTION}
+    for k, v in PRODUCTION.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            spark.conf.set(k, v)
