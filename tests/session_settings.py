@@ -1,12 +1,9 @@
 """The test session's settings for small data, and the production settings they stand in for."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from pyspark.sql import SparkSession
 
-from replay.io.spark import INTERPRETED, LOCAL
+from replay.io.spark import INTERPRETED, LOCAL, session_settings
 
 # The session's tests run thousands of queries over a few rows each. Per query, compiling generated code (Janino),
 # adaptive re-planning and Delta's log replay in two tasks cost more than the rows: the session evaluates row by
@@ -20,15 +17,7 @@ PRODUCTION = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factory
               "spark.databricks.delta.snapshotPartitions": LOCAL["spark.databricks.delta.snapshotPartitions"]}
 
 
-@contextmanager
-def production_settings(spark: SparkSession) -> Iterator[None]:
+def production_settings(spark: SparkSession):
     """The block runs with generated code, adaptive plans and Delta's log replay as a local driver has them."""
     assert set(PRODUCTION) == set(SMALL_DATA)
-    before = {k: spark.conf.get(k) for k in PRODUCTION}
-    for k, v in PRODUCTION.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            spark.conf.set(k, v)
+    return session_settings(spark, PRODUCTION)

@@ -99,8 +99,15 @@ def few_rows(spark: SparkSession, rows: int) -> Iterator[None]:
     if rows > FEW_ROWS:
         yield
         return
-    before = {k: spark.conf.get(k, None) for k in INTERPRETED}
-    for k, v in INTERPRETED.items():
+    with session_settings(spark, INTERPRETED):
+        yield
+
+
+@contextmanager
+def session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """`settings` for the block; the session's own come back after it, even when a step fails."""
+    before = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
         spark.conf.set(k, v)
     try:
         yield
