@@ -15,9 +15,9 @@ SMALL_DATA = {**INTERPRETED, "spark.sql.adaptive.enabled": "false", "spark.datab
 PRODUCTION = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK",
               "spark.sql.adaptive.enabled": LOCAL["spark.sql.adaptive.enabled"],
               "spark.databricks.delta.snapshotPartitions": LOCAL["spark.databricks.delta.snapshotPartitions"]}
+assert set(PRODUCTION) == set(SMALL_DATA), "every small-data setting has its production value"
 
 
 def production_settings(spark: SparkSession):
     """The block runs with generated code, adaptive plans and Delta's log replay as a local driver has them."""
-    assert set(PRODUCTION) == set(SMALL_DATA)
     return session_settings(spark, PRODUCTION)
