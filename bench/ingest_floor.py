@@ -54,7 +54,7 @@ def main(argv=None) -> dict:
         spark = get_spark("retrace-ingest-floor")
         source = landings.Landing.of(landing)
         files = sorted(f.name for f in source.files())
-        lines = journal._parquet_rows(source, files)
+        lines = journal._line_counts(spark, source, files)
 
         def rows():  # the journal rows, as ingest builds them from a local Parquet landing
             raw = journal._read_raw(spark, source.root, files, journal.SourceFields())

@@ -2,12 +2,13 @@
 
     python bench/replay_bench.py --events 10000000 [--partitions 8] [--keys 10000] [--files 100]
                                  [--work DIR] [--files-per-batch 10] [--job jobs/examples/device_minute.yaml]
+                                 [--format parquet|jsonl]
 
-One run, one local SparkSession: generate a parquet landing stream, ingest it into the journal, replay
-it (tumbling 1 min windows per key), scan the journal (warm), copy it (read + write Parquet, warm: the
-floor for anything that writes a row per journal row), and run a Structured Streaming query
-doing the same windowed count over the landing files; last, ingest one more file of 1,000 events into
-the full journal (`later_ingest_s`: a periodic ingest's cost). Events/s per step go to stdout; the LAST
+One run, one local SparkSession: generate a landing stream (Parquet, or JSON lines with `--format jsonl`),
+ingest it into the journal, replay it (tumbling 1 min windows per key), scan the journal (warm), copy it
+(read + write Parquet, warm: the floor for anything that writes a row per journal row), and run a Structured
+Streaming query doing the same windowed count over the landing files; last, ingest one more file of 1,000
+events into the full journal (`later_ingest_s`: a periodic ingest's cost). Events/s per step go to stdout; the LAST
 line is one JSON object (events, ingest_s, replay_s, scan_s, structured_streaming_s, ...). `--job` also
 replays a user's job (e.g. one with several aggregates) over the same journal, generated in the "sensors"
 shape so the example jobs find their fields. Peak RSS of the driver (Python and its JVM) is reported at the end.
@@ -41,7 +42,7 @@ def generate_step(landing: str, args) -> dict:
     from replay.cli.generate import generate
 
     return generate(landing, args.events, partitions=args.partitions, keys=args.keys, files=args.files,
-                    seed=args.seed, fmt="parquet", shape="sensors" if args.job else "basic")
+                    seed=args.seed, fmt=args.format, shape="sensors" if args.job else "basic")
 
 
 def ingest_step(spark, landing: str, lake: str):
@@ -77,9 +78,9 @@ def later_ingest_step(spark, work: str, landing: str, lake: str, args) -> float:
     more = os.path.join(work, "more")
     shutil.rmtree(more, ignore_errors=True)
     generate(more, LATER, partitions=args.partitions, keys=args.keys, files=1, seed=args.seed + 1,
-             fmt="parquet", shape="sensors" if args.job else "basic")
-    [name] = [f for f in os.listdir(more) if f.endswith(".parquet")]
-    shutil.copy(os.path.join(more, name), os.path.join(landing, "zz-later.parquet"))
+             fmt=args.format, shape="sensors" if args.job else "basic")
+    [name] = [f for f in os.listdir(more) if f.startswith("part-")]
+    shutil.copy(os.path.join(more, name), os.path.join(landing, "zz-later" + os.path.splitext(name)[1]))
     seconds, _ = timed(ingest_step, spark, landing, lake)
     return seconds
 
@@ -125,7 +126,7 @@ def copy_step(spark, lake: str, work: str) -> float:
     return seconds[-1]
 
 
-def structured_streaming_step(spark, landing: str, checkpoint: str, files_per_batch: int) -> dict:
+def structured_streaming_step(spark, landing: str, checkpoint: str, files_per_batch: int, fmt: str) -> dict:
     """Windowed count and sum per key over the landing files with Spark's own event-time machinery."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType
@@ -133,7 +134,8 @@ def structured_streaming_step(spark, landing: str, checkpoint: str, files_per_ba
     schema = StructType([StructField("partition", IntegerType()), StructField("offset", LongType()),
                          StructField("arrival_time", StringType()), StructField("event_time", StringType()),
                          StructField("key", StringType()), StructField("value", DoubleType())])
-    events = (spark.readStream.schema(schema).option("maxFilesPerTrigger", files_per_batch).parquet(landing)
+    reader = spark.readStream.schema(schema).option("maxFilesPerTrigger", files_per_batch)
+    events = ((reader.parquet(landing) if fmt == "parquet" else reader.json(landing))
               # try_: ANSI mode (replay.io.spark) makes to_timestamp fail on "not-a-time"
               .withColumn("event_time", F.try_to_timestamp("event_time"))
               .where(F.col("event_time").isNotNull()))  # Retrace quarantines these
@@ -164,6 +166,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--files", type=int, default=100)
     ap.add_argument("--files-per-batch", type=int, default=10, help="maxFilesPerTrigger of the Structured Streaming run")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help="the landing files' format")
     ap.add_argument("--work", help="work folder (kept); default: a temporary folder, removed at the end")
     ap.add_argument("--job", help="also replay this job file (its folder's sources.yaml names its fields)")
     args = ap.parse_args(argv)
@@ -183,7 +186,7 @@ def main(argv=None) -> dict:
         spark_s, spark = timed(get_spark, "retrace-bench")
         print(f"spark session        {spark_s:8.2f} s", flush=True)
         gen_s, summary = timed(generate_step, landing, args)
-        print(f"generate             {rate(n, gen_s)}  ({summary['bytes'] / 2**20:,.0f} MiB parquet, "
+        print(f"generate             {rate(n, gen_s)}  ({summary['bytes'] / 2**20:,.0f} MiB {args.format}, "
               f"{summary['files']} files, {summary['malformed']} malformed)", flush=True)
         ingest_s, _ = timed(ingest_step, spark, landing, lake)
         print(f"ingest               {rate(n, ingest_s)}", flush=True)
@@ -197,7 +200,7 @@ def main(argv=None) -> dict:
         print(f"scan journal (warm)  {rate(n, scan_s)}  ({journal_rows:,} journal rows)", flush=True)
         copy_s = copy_step(spark, lake, work)
         print(f"copy journal (warm)  {rate(n, copy_s)}  (read it and write it back as Parquet)", flush=True)
-        ss = structured_streaming_step(spark, landing, checkpoint, args.files_per_batch)
+        ss = structured_streaming_step(spark, landing, checkpoint, args.files_per_batch, args.format)
         print(f"structured streaming {rate(n, ss['seconds'])}  ({ss['batches']} batches of <= "
               f"{args.files_per_batch} files; its {ss['windows']:,} windows cover "
               f"{ss['events_in_windows']:,} of {n:,} events)", flush=True)
@@ -214,7 +217,7 @@ def main(argv=None) -> dict:
             "replay_over_structured_streaming": round(replay_s / ss["seconds"], 2),
             "ss_events_in_windows": ss["events_in_windows"], "ss_windows": ss["windows"], "ss_batches": ss["batches"],
             "journal_rows": journal_rows, "partitions": args.partitions, "keys": args.keys, "files": args.files,
-            "files_per_batch": args.files_per_batch, "peak_rss_mib": peak_rss_mib(),
+            "files_per_batch": args.files_per_batch, "format": args.format, "peak_rss_mib": peak_rss_mib(),
         }
         if job_s is not None:
             result.update({"job": job_name, "job_replay_s": round(job_s, 3),

@@ -121,6 +121,21 @@ def test_a_new_file_is_ingested_alone_with_seq_after_the_previous_max(spark, tmp
         (previous_max + 1 + i, i + 1, 10_000 + i) for i in range(3)]
 
 
+def test_a_files_last_non_blank_line_sets_where_the_next_files_seq_starts(spark, tmp_path):
+    """A file's lines are counted from its text alone, before any row is parsed: a byte order mark, blank
+    lines and lines of spaces take no row, and the lines after a file's last row take no seq."""
+    landing, lake = tmp_path / "landing", str(tmp_path / "lake")
+    landing.mkdir()
+    line = lambda offset: GOOD.replace('"offset": 0', f'"offset": {offset}')  # noqa: E731
+    (landing / "a.jsonl").write_text("\n".join(["\ufeff" + line(0), "", "   ", line(1), "  ", "", ""]))
+    (landing / "b.jsonl").write_text("\n\n" + line(2) + "\n")
+    (landing / "c.jsonl").write_text("  \n\n")
+    ingest(spark, str(landing), lake)
+    rows = [(r["source"], r["source_line"], r["seq"], r["kind"], r["offset"]) for r in _journal_rows(spark, lake)]
+    assert rows == [("a.jsonl", 1, 0, "event", 0), ("a.jsonl", 4, 3, "event", 1), ("b.jsonl", 3, 6, "event", 2),
+                    ("c.jsonl", 0, 7, journal.EMPTY, None)]
+
+
 # A hand-written landing file: (what the line is, its text).
 GOOD = '{"partition": 0, "offset": 0, "arrival_time": "2024-01-01T00:00:01Z", "event_time": "2024-01-01T00:00:00.5Z", "key": "a", "value": 1.5}'
 BROKEN_JSON = '{"partition": 0, "offset": 1, "arrival_time": "2024-01-01T00:00:02Z", "event_ti'

@@ -137,16 +137,19 @@ def raw_from_records(records: DataFrame, topic: str, names: journal.SourceFields
     """Kafka records -> the raw shape `journal.normalize` takes: partition, offset and arrival time from
     Kafka, the other fields from the JSON value (`names`: which fields hold the event time and the key);
     a value that is not a JSON object is `unparsed`."""
-    line = record_text()
     names = names or journal.SourceFields()
-    parsed = F.from_json(line, names.raw_schema())
-    columns = names.columns()
     ours = {"partition": F.col("partition").cast("string"), "offset": F.col("offset").cast("string"),
             "arrival_time": F.col("timestamp").cast("string")}
-    return records.select(
-        source_column(topic).alias("source"), F.col("offset").alias("source_line"), line.alias("line"),
-        *[(ours[f] if f in ours else parsed[c]).alias(f) for f, c in zip(journal.FIELDS, columns)],
-        F.json_object_keys(line).isNull().alias("unparsed"))
+    # the text first, then one parse of it into a struct (as journal.raw_from_lines): an expression that
+    # names `from_json(...)` once per field is evaluated once per field
+    lines = records.select(source_column(topic).alias("source"), F.col("offset").alias("source_line"),
+                           record_text().alias("line"), *[v.alias(f) for f, v in ours.items()])
+    parsed = lines.select("*", F.from_json("line", names.raw_schema()).alias("_fields"),
+                          F.json_object_keys("line").isNull().alias("unparsed"))
+    return parsed.select(
+        "source", "source_line", "line",
+        *[(F.col(f) if f in ours else F.col("_fields")[c]).alias(f) for f, c in zip(journal.FIELDS, names.columns())],
+        "unparsed")
 
 
 def with_seq(rows: DataFrame, base: int) -> DataFrame:
