@@ -130,7 +130,7 @@ def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say
     else:  # S3, or a local name with `:` (Hadoop cannot open it): read by Retrace's own data source
         rows, lines = normalize(raw_from_lines(landings.read_lines(spark, landing, to_read), fields)), None
     cached = None
-    if lines is None:  # read by Retrace's data source: count each file's lines first, on parsed rows kept for the write
+    if lines is None:  # Retrace's data source read them: count each file's lines first, on parsed rows kept
         rows = cached = rows.persist()
         lines = {r["source"]: r["lines"]
                  for r in rows.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
