@@ -216,17 +216,24 @@ def _line_counts(spark: SparkSession, source: landings.Landing, files: list[str]
     counts = {f: _footer(os.path.join(source.root, f)).num_rows for f in files if _format(f) == "parquet"}
     text = [f for f in files if _format(f) == "json"]
     if text:
-        root = os.path.abspath(source.root)
-        last = F.array_max(F.transform(_text_lines(), lambda line, i: F.when(F.trim(line) != "", i + 1).otherwise(0)))
-        read = spark.read.text([spark_path(os.path.join(root, f)) for f in text], wholetext=True)
-        counts.update({r["source"]: r["lines"] for r in read.select(
-            relative_name(root).alias("source"), last.alias("lines")).collect()})
+        numbered = lambda line, i: F.when(_holds_row(line), i + 1).otherwise(0)  # noqa: E731
+        lines = _json_lines(spark, os.path.abspath(source.root), text)
+        counts.update({r["source"]: r["lines"] for r in lines.select(
+            "source", F.array_max(F.transform("lines", numbered)).alias("lines")).collect()})
     return counts
 
 
-def _text_lines() -> Column:
-    """A whole text file's lines (column `value` of a `wholetext` read), without a UTF-8 byte order mark."""
-    return F.split(F.regexp_replace("value", "^\ufeff", ""), "\n")
+def _json_lines(spark: SparkSession, root: str, files: list[str]) -> DataFrame:
+    """(source, lines): each JSON-lines file under folder `root` as one row, its text split into lines, without
+    a UTF-8 byte order mark (not data). What the line count and the rows both read."""
+    text = spark.read.text([spark_path(os.path.join(root, f)) for f in files], wholetext=True)
+    return text.select(relative_name(root).alias("source"),
+                       F.split(F.regexp_replace("value", "^\ufeff", ""), "\n").alias("lines"))
+
+
+def _holds_row(line: Column) -> Column:
+    """A line holds a row unless it is blank (spaces only): the rule the line count and the rows share."""
+    return F.trim(line) != ""
 
 
 def _footer(path: str):
@@ -250,10 +257,8 @@ def _read_raw(spark: SparkSession, landing: str, files: list[str], names: Source
     root = os.path.abspath(landing)
     rel = relative_name(root)
     if "json" in by_format:
-        paths = [spark_path(os.path.join(root, f)) for f in by_format["json"]]
-        text = spark.read.text(paths, wholetext=True)
-        lines = text.select(rel.alias("source"), F.posexplode(_text_lines()).alias("pos", "line"))
-        lines = lines.where(F.trim("line") != "")
+        lines = _json_lines(spark, root, by_format["json"])
+        lines = lines.select("source", F.posexplode("lines").alias("pos", "line")).where(_holds_row(F.col("line")))
         parts.append(raw_from_lines(lines.select(
             "source", (F.col("pos") + 1).cast("long").alias("source_line"), "line"), names))
     for group in _by_schema(root, by_format.get("parquet", [])):
