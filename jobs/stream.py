@@ -246,10 +246,12 @@ class LiveJob:
             return None
         _crash_point("journal")
         rows = clocks if events is None else events if clocks is None else events.unionByName(clocks)
-        self.store.write(rows.coalesce(1), path,
-                         metadata={"job": "replay stream", "table": "journal", "seq_from": base, "rows": count})
+        version = self.store.write(rows.coalesce(1), path, metadata={"job": "replay stream", "table": "journal",
+                                                                     "seq_from": base, "rows": count})
         _crash_point("journaled")
-        return self.store.read(self.spark, path).where(F.col("seq") >= base)
+        # the commit's own files: no rebuild of the journal's state to plan the read
+        added = self.store.read_commit(self.spark, path, version) if version is not None else None
+        return added if added is not None else self.store.read(self.spark, path).where(F.col("seq") >= base)
 
     def _clock_rows(self, now: int, seen: dict, first_seq: int) -> DataFrame | None:
         """Estimated arrival times (spec 4) for the partitions of the source with no event in this batch:

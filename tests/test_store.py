@@ -62,6 +62,18 @@ def test_an_append_tagged_with_a_transaction_runs_one_spark_job_not_a_rebuild_of
     assert store.transaction_version(path, "retrace-test") == 2
 
 
+def test_an_append_without_a_transaction_runs_one_spark_job_and_keeps_its_metadata(spark, tmp_path):
+    """The journal's and the landing manifest's appends: files written and committed, as the writer would."""
+    store, path = DeltaStore(), str(tmp_path / "t")
+    rows = lambda b: spark.createDataFrame([(b,)], "batch long")  # noqa: E731
+    first = store.write(rows(0), path, metadata={"batch": 0})
+    assert _jobs_of(spark, lambda: store.write(rows(1), path, metadata={"batch": 1})) == 1
+    assert sorted(r["batch"] for r in store.read(spark, path).collect()) == [0, 1]
+    history = DeltaTable.forPath(spark, path).history().orderBy("version").collect()
+    assert [(h["version"], h["operation"], h["operationParameters"]["mode"], json.loads(h["userMetadata"]))
+            for h in history] == [(first, "WRITE", "Append", {"batch": 0}), (first + 1, "WRITE", "Append", {"batch": 1})]
+
+
 def test_an_append_tagged_with_a_transaction_is_refused_when_its_schema_differs(spark, tmp_path):
     store, path = DeltaStore(), str(tmp_path / "t")
     store.write(spark.createDataFrame([(1,)], "seq long"), path, txn=AppTransaction("retrace-test", 0))

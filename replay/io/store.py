@@ -137,8 +137,8 @@ class DeltaStore:
         if mode == "overwrite" and replace is not None:
             raise ValueError(f"replace: {replace} replaces a range; mode 'overwrite' replaces everything, not both")
         log = _delta_log(df.sparkSession, path)
-        if mode == "append" and replace is None and txn is not None:
-            done = _idempotent_append(df, log, txn, metadata)
+        if mode == "append" and replace is None:
+            done = _append(df, log, txn, metadata)
         elif mode == "overwrite" or replace is not None:
             done = _whole_file_rewrite(df, log, replace, txn, metadata)
         else:
@@ -170,23 +170,26 @@ def _overwrote_all(info) -> bool:
             and params.get("mode").get().strip('"') == "Overwrite" and not params.get("predicate").isDefined())
 
 
-def _idempotent_append(df: DataFrame, log, txn: AppTransaction, metadata: dict | None):
-    """An append tagged with a transaction, committed through the Delta transaction API: the new version,
-    None when `txn` was already committed, or _SLOW to write through `df.write` instead.
+def _append(df: DataFrame, log, txn: AppTransaction | None, metadata: dict | None):
+    """An append (tagged with a transaction or not), committed through the Delta transaction API: the new
+    version, None when `txn` was already committed, or _SLOW to write through `df.write` instead.
 
-    Why: delta-spark 4.4's writer looks the transaction up in a full state reconstruction of the table
+    Why: delta-spark 4.4's writer looks a transaction up in a full state reconstruction of the table
     (three Spark jobs, about 0.5 s per commit here), although the table's checksum file already lists its
-    transactions. This reads them from the checksum, then writes the files and commits them with the same
-    SetTransaction action the writer would add. Only for an existing table of the same schema with a
-    checksum that lists its transactions; anything else takes the writer's path."""
+    transactions; and even without one, its append took about twice as long as writing the files and
+    committing them (a live batch makes two such appends: the journal and the landing manifest). This reads
+    the transactions from the checksum, then writes the files and commits them with the same SetTransaction
+    action the writer would add. Only for an existing table of the same schema with a checksum (that lists
+    its transactions, for `txn`); anything else takes the writer's path."""
     snapshot = _same_schema_snapshot(df, log)
     if snapshot is None:
         return _SLOW
-    committed = _committed_version(snapshot.checksumOpt().get(), txn.app_id)
-    if committed is _SLOW:
-        return _SLOW
-    if committed >= txn.version:
-        return None
+    if txn is not None:
+        committed = _committed_version(snapshot.checksumOpt().get(), txn.app_id)
+        if committed is _SLOW:
+            return _SLOW
+        if committed >= txn.version:
+            return None
     return _commit(df, log, snapshot, "Append", (), None, txn, metadata)
 
 
