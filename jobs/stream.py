@@ -411,7 +411,7 @@ def _commit_metrics(store: TableStore, spark: SparkSession, root: str, target: s
     grow with the rows before it in the same hour. `events`: the journal, where each partition's previous
     event is. Tagged with the batch's transaction: a retried batch does not add its rows twice."""
     path = output_path(root, target, "metrics")
-    table = store.read(spark, path) if store.exists(path) else None
+    table = store.read_current(spark, path) if store.exists(path) else None
     if table is None or set(metrics.COLUMNS) - set(table.columns):  # none yet, or from an older Retrace
         store.write(target_metrics(spark, store, root, target), path, mode="overwrite", txn=txn, metadata=metadata)
         return

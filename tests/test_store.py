@@ -183,6 +183,23 @@ def test_an_overwrite_is_read_from_its_added_files_as_the_whole_table(spark, tmp
     assert sorted(r["seq"] for r in rows) == [2, 3]
 
 
+def test_a_table_whose_latest_commit_overwrote_it_is_read_from_that_commits_files(spark, tmp_path):
+    """The metrics table, rewritten at every live batch, is read without a rebuild of its state."""
+    store, path = DeltaStore(), str(tmp_path / "t")
+    for rows in ([(1,)], [(2,), (3,)]):
+        store.write(spark.createDataFrame(rows, "seq long"), path, mode="overwrite")
+    rows = []
+    assert _jobs_of(spark, lambda: rows.extend(store.read_current(spark, path).collect())) == 1
+    assert sorted(r["seq"] for r in rows) == [2, 3]
+
+
+def test_a_table_whose_latest_commit_appended_is_read_whole(spark, tmp_path):
+    store, path = DeltaStore(), str(tmp_path / "t")
+    store.write(spark.createDataFrame([(1,)], "seq long"), path, mode="overwrite")
+    store.write(spark.createDataFrame([(2,)], "seq long"), path)
+    assert sorted(r["seq"] for r in store.read_current(spark, path).collect()) == [1, 2]
+
+
 def test_each_commit_records_its_user_metadata(spark, tmp_path):
     store, path = DeltaStore(), str(tmp_path / "t")
     store.write(spark.createDataFrame([(1,)], "seq long"), path, metadata={"run": "a", "table": "t"})

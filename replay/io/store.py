@@ -49,6 +49,8 @@ class TableStore(Protocol):
 
     def read_commit(self, spark: SparkSession, path: str, version: int) -> DataFrame | None: ...
 
+    def read_current(self, spark: SparkSession, path: str) -> DataFrame: ...
+
     def write(self, df: DataFrame, path: str, *, mode: str = "append", replace: Replace | None = None,
               txn: AppTransaction | None = None, metadata: dict | None = None) -> int | None: ...
 
@@ -87,29 +89,17 @@ class DeltaStore:
 
         Why: reading the table rebuilds its state from the log first (three Spark jobs, about 0.5 s) once
         per new version, and a live batch and a replay read back rows they have just committed."""
-        log = _delta_log(spark, path)
-        metadata = log.update(False, _none(), _none()).metadata()
-        if metadata.partitionColumns().nonEmpty() or metadata.configuration().contains("delta.columnMapping.mode"):
+        found = _added(spark, path, version)
+        if found is None or (found[1] and not found[2]):
             return None
-        files, removed, whole, commits = [], False, False, log.getChanges(version, version, _none(), True)
-        while commits.hasNext():
-            actions = commits.next()._2().iterator()
-            while actions.hasNext():
-                action = actions.next()
-                kind = action.getClass().getSimpleName()
-                if kind == "AddFile" and action.deletionVector() is not None:
-                    return None
-                removed = removed or kind == "RemoveFile"
-                if kind == "CommitInfo":
-                    whole = _overwrote_all(action)
-                if kind == "AddFile":
-                    files.append(spark_path(action.absolutePath(log).toString()))
-        if removed and not whole:
-            return None
-        schema = StructType.fromJson(json.loads(metadata.schema().json()))
-        if not files:
-            return spark.createDataFrame([], schema)
-        return spark.read.schema(schema).parquet(*files)
+        return found[0]
+
+    def read_current(self, spark: SparkSession, path: str) -> DataFrame:
+        """The table's rows: from the files of its latest commit when that commit overwrote the whole table
+        (a table rewritten at every live batch, such as the metrics: no rebuild of its state), else as `read`."""
+        version = self.version(path)
+        found = None if version is None else _added(spark, path, version)
+        return found[0] if found is not None and found[2] else self.read(spark, path)
 
     def version(self, path: str) -> int | None:
         """The table's latest version (None: no table)."""
@@ -158,6 +148,31 @@ class DeltaStore:
         writer.save(path)
         after = log.unsafeVolatileSnapshot().version()
         return int(after) if after > before else None
+
+
+def _added(spark: SparkSession, path: str, version: int) -> tuple[DataFrame, bool, bool] | None:
+    """The rows commit `version` added (read from its files), whether it removed any, and whether it overwrote
+    the whole table; None when the table needs Delta's reader (partitions, column mapping, deletion vectors)."""
+    log = _delta_log(spark, path)
+    metadata = log.update(False, _none(), _none()).metadata()
+    if metadata.partitionColumns().nonEmpty() or metadata.configuration().contains("delta.columnMapping.mode"):
+        return None
+    files, removed, whole, commits = [], False, False, log.getChanges(version, version, _none(), True)
+    while commits.hasNext():
+        actions = commits.next()._2().iterator()
+        while actions.hasNext():
+            action = actions.next()
+            kind = action.getClass().getSimpleName()
+            if kind == "AddFile" and action.deletionVector() is not None:
+                return None
+            removed = removed or kind == "RemoveFile"
+            if kind == "CommitInfo":
+                whole = _overwrote_all(action)
+            if kind == "AddFile":
+                files.append(spark_path(action.absolutePath(log).toString()))
+    schema = StructType.fromJson(json.loads(metadata.schema().json()))
+    rows = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
+    return rows, removed, whole
 
 
 _SLOW = object()  # a commit the fast paths below cannot make: write through the DataFrame writer
