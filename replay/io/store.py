@@ -90,16 +90,16 @@ class DeltaStore:
         Why: reading the table rebuilds its state from the log first (three Spark jobs, about 0.5 s) once
         per new version, and a live batch and a replay read back rows they have just committed."""
         found = _added(spark, path, version)
-        if found is None or (found[1] and not found[2]):
+        if found is None or (found.removed and not found.whole):
             return None
-        return found[0]
+        return found.rows(spark)
 
     def read_current(self, spark: SparkSession, path: str) -> DataFrame:
         """The table's rows: from the files of its latest commit when that commit overwrote the whole table
         (a table rewritten at every live batch, such as the metrics: no rebuild of its state), else as `read`."""
         version = self.version(path)
         found = None if version is None else _added(spark, path, version)
-        return found[0] if found is not None and found[2] else self.read(spark, path)
+        return found.rows(spark) if found is not None and found.whole else self.read(spark, path)
 
     def version(self, path: str) -> int | None:
         """The table's latest version (None: no table)."""
@@ -150,9 +150,26 @@ class DeltaStore:
         return int(after) if after > before else None
 
 
-def _added(spark: SparkSession, path: str, version: int) -> tuple[DataFrame, bool, bool] | None:
-    """The rows commit `version` added (read from its files), whether it removed any, and whether it overwrote
-    the whole table; None when the table needs Delta's reader (partitions, column mapping, deletion vectors)."""
+@dataclass(frozen=True)
+class _Added:
+    """What one commit did: the files it added (and the table's schema), whether it removed any, and whether
+    it overwrote the whole table."""
+
+    files: list[str]
+    schema: StructType
+    removed: bool
+    whole: bool
+
+    def rows(self, spark: SparkSession) -> DataFrame:
+        """The rows the commit added, read from its files (built only when a caller uses them)."""
+        if not self.files:
+            return spark.createDataFrame([], self.schema)
+        return spark.read.schema(self.schema).parquet(*self.files)
+
+
+def _added(spark: SparkSession, path: str, version: int) -> _Added | None:
+    """What commit `version` did; None when the table needs Delta's reader (partitions, column mapping,
+    deletion vectors)."""
     log = _delta_log(spark, path)
     metadata = log.update(False, _none(), _none()).metadata()
     if metadata.partitionColumns().nonEmpty() or metadata.configuration().contains("delta.columnMapping.mode"):
@@ -170,9 +187,7 @@ def _added(spark: SparkSession, path: str, version: int) -> tuple[DataFrame, boo
                 whole = _overwrote_all(action)
             if kind == "AddFile":
                 files.append(spark_path(action.absolutePath(log).toString()))
-    schema = StructType.fromJson(json.loads(metadata.schema().json()))
-    rows = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
-    return rows, removed, whole
+    return _Added(files, StructType.fromJson(json.loads(metadata.schema().json())), removed, whole)
 
 
 _SLOW = object()  # a commit the fast paths below cannot make: write through the DataFrame writer
