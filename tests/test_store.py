@@ -9,7 +9,7 @@ import uuid
 import pytest
 from delta.tables import DeltaTable
 
-from replay.io.store import AppTransaction, DeltaStore, Replace, commit_metadata, replaced_by
+from replay.io.store import NULLS, AppTransaction, DeltaStore, Replace, commit_metadata, replaced_by
 
 
 def _jobs_of(spark, write) -> int:
@@ -113,18 +113,51 @@ def test_an_overwrite_of_a_table_whose_checksum_lists_its_files_runs_one_spark_j
     assert json.loads(last["userMetadata"]) == {"run": "o"}
 
 
-def test_a_range_replace_of_whole_files_runs_one_spark_job_and_keeps_the_files_outside_the_range(spark, tmp_path):
+def test_a_range_replace_of_whole_files_runs_a_spark_job_per_kind_of_row_and_keeps_the_files_outside_it(spark, tmp_path):
+    """A replace that takes the nulls writes its null rows and its values apart: a job each."""
     store, path = DeltaStore(), str(tmp_path / "t")
     for rows in ([(1, 1), (2, 4)], [(3, 5), (4, None)]):  # a file before the range, a file in it
         store.write(spark.createDataFrame(rows, "id long, emitted_at long").coalesce(1), path)
     fresh = spark.createDataFrame([(5, 6), (6, None)], "id long, emitted_at long").coalesce(1)
     replace = Replace("emitted_at", 5, None, nulls=True)
-    assert _jobs_of(spark, lambda: store.write(fresh, path, replace=replace, txn=AppTransaction("a", 1))) == 1
+    assert _jobs_of(spark, lambda: store.write(fresh, path, replace=replace, txn=AppTransaction("a", 1))) == 2
     assert sorted(r["id"] for r in store.read(spark, path).collect()) == [1, 2, 5, 6]
     assert DeltaTable.forPath(spark, path).history(1).first()["operationParameters"]["predicate"] == \
         replace.predicate()
     assert store.write(fresh, path, replace=replace, txn=AppTransaction("a", 1)) is None  # a retry: no commit
     assert store.read(spark, path).count() == 4
+
+
+def _null_counts(spark, path: str) -> list[tuple[int, int]]:
+    """(rows, null emitted_at) of each of the table's files."""
+    files = spark.read.format("delta").load(path).inputFiles()
+    return sorted((t.count(), t.where("emitted_at IS NULL").count()) for t in (spark.read.parquet(f) for f in files))
+
+
+def test_a_range_replace_with_nulls_writes_its_nulls_and_its_values_to_separate_files(spark, tmp_path):
+    store, path = DeltaStore(), str(tmp_path / "t")
+    store.write(spark.createDataFrame([(1, 1)], "id long, emitted_at long").coalesce(1), path)
+    fresh = spark.createDataFrame([(5, 6), (6, None), (7, 8)], "id long, emitted_at long").coalesce(1)
+    store.write(fresh, path, replace=Replace("emitted_at", 5, None, nulls=True))
+    assert _null_counts(spark, path) == [(1, 0), (1, 1), (2, 0)]
+
+
+def test_a_range_replace_with_nulls_rewrites_a_file_of_values_before_it_and_nulls_keeping_its_values(spark, tmp_path):
+    """Such a file (the writer's first, or a compaction's) is rewritten without the writer (5 or more jobs):
+    its values join the new values' file, its nulls are gone, and the next replace removes whole files."""
+    store, path = DeltaStore(), str(tmp_path / "t")
+    store.write(spark.createDataFrame([(1, 1), (2, None), (3, 4)], "id long, emitted_at long").coalesce(1), path)
+    fresh = spark.createDataFrame([(5, 6), (6, None)], "id long, emitted_at long").coalesce(1)
+    replace = Replace("emitted_at", 5, None, nulls=True)
+    assert _jobs_of(spark, lambda: store.write(fresh, path, replace=replace)) == 2
+    assert sorted(r["id"] for r in store.read(spark, path).collect()) == [1, 3, 5, 6]
+    assert all(nulls in (0, rows) for rows, nulls in _null_counts(spark, path))  # each file: nulls or values
+    nulls_file = [f for f in spark.read.format("delta").load(path).inputFiles()
+                  if spark.read.parquet(f).where("emitted_at IS NULL").count()]
+    store.write(spark.createDataFrame([(7, None)], "id long, emitted_at long"), path,
+                replace=Replace("emitted_at", 9, None, nulls=True))
+    assert sorted(r["id"] for r in store.read(spark, path).collect()) == [1, 3, 5, 7]
+    assert not set(nulls_file) & set(spark.read.format("delta").load(path).inputFiles())
 
 
 def test_a_range_replace_through_a_file_with_rows_on_both_sides_keeps_that_files_rows_outside(spark, tmp_path):
@@ -141,12 +174,18 @@ def test_a_range_replace_through_a_file_with_rows_on_both_sides_keeps_that_files
     ({"numRecords": 2, "minValues": {"c": 10}, "maxValues": {"c": 12}, "nullCount": {"c": 0}}, False),
     ({"numRecords": 2, "minValues": {"c": 5}, "maxValues": {"c": 5}, "nullCount": {"c": 1}}, None),
     ({"numRecords": 2, "nullCount": {"c": 2}}, False),
+    ({"numRecords": 2, "minValues": {"c": 1}, "maxValues": {"c": 1}, "nullCount": {"c": 1}}, False),
     ({"numRecords": 0, "nullCount": {"c": 0}}, True),
     ({"numRecords": 2}, None),
     (None, None),
 ])
 def test_a_files_statistics_tell_whether_a_range_replace_removes_all_none_or_some_of_its_rows(stats, verdict):
     assert replaced_by(Replace("c", 5, 10), stats and json.dumps(stats)) is verdict
+
+
+def test_a_file_of_values_before_a_replace_with_nulls_and_of_nulls_has_only_its_nulls_replaced():
+    stats = {"numRecords": 3, "minValues": {"c": 1}, "maxValues": {"c": 4}, "nullCount": {"c": 1}}
+    assert replaced_by(Replace("c", 5, None, nulls=True), json.dumps(stats)) is NULLS
 
 
 def test_a_range_replace_with_nulls_replaces_the_null_rows_too(spark, tmp_path):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from replay.io.paths import spark_path
@@ -220,7 +221,7 @@ def _append(df: DataFrame, log, txn: AppTransaction | None, metadata: dict | Non
             return _SLOW
         if committed >= txn.version:
             return None
-    return _commit(df, log, snapshot, "Append", (), None, txn, metadata)
+    return _commit([df], log, snapshot, "Append", (), None, txn, metadata)
 
 
 def _whole_file_rewrite(df: DataFrame, log, replace: Replace | None, txn: AppTransaction | None,
@@ -232,7 +233,11 @@ def _whole_file_rewrite(df: DataFrame, log, replace: Replace | None, txn: AppTra
     although Delta keeps the file list, with each file's statistics, in the checksum of a table of up to 50
     files (`allFilesInCrc`). The statistics tell which files hold only replaced rows (removed) and which hold
     none (kept). Anything else (no list, another schema, a file holding both) takes the writer's path. Unlike
-    the writer, this does not check that the new rows lie in the replaced range: callers write only those."""
+    the writer, this does not check that the new rows lie in the replaced range: callers write only those.
+
+    A replace that takes the nulls too (the live windows: emitted ones kept, open ones replaced every batch)
+    writes its null and non-null rows to separate files, so the next replace removes whole files; a file that
+    holds both (the writer's, or a compaction's) is rewritten here once, its non-null rows kept."""
     snapshot = _same_schema_snapshot(df, log)
     if snapshot is None:
         return _SLOW
@@ -246,20 +251,36 @@ def _whole_file_rewrite(df: DataFrame, log, replace: Replace | None, txn: AppTra
             return _SLOW
         if committed >= txn.version:
             return None
-    removed, files = [], listed.get().iterator()
+    removed, mixed, files = [], [], listed.get().iterator()
     while files.hasNext():
         add = files.next()
         verdict = True if replace is None else replaced_by(replace, add.stats())
-        if verdict is None:
+        if verdict is None or (verdict is NULLS and not _plain_parquet(snapshot.metadata(), add)):
             return _SLOW
+        if verdict is NULLS:
+            mixed.append(spark_path(add.absolutePath(log).toString()))
         if verdict:
             removed.append(add)
-    return _commit(df, log, snapshot, "Overwrite", removed, replace, txn, metadata)
+    if replace is None or not replace.nulls:
+        return _commit([df], log, snapshot, "Overwrite", removed, replace, txn, metadata)
+    df = df.persist()  # computed once for its two parts
+    try:
+        values = df.where(F.col(replace.column).isNotNull())
+        if mixed:  # the rows of those files that are not replaced
+            kept = df.sparkSession.read.schema(df.schema).parquet(*mixed).where(F.col(replace.column).isNotNull())
+            values = values.unionByName(kept)
+        return _commit([df.where(F.col(replace.column).isNull()), values], log, snapshot, "Overwrite", removed,
+                       replace, txn, metadata)
+    finally:
+        df.unpersist()
 
 
-def replaced_by(replace: Replace, stats: str | None) -> bool | None:
+NULLS = "nulls"  # replaced_by: only the file's null rows are replaced (its values lie outside the range)
+
+
+def replaced_by(replace: Replace, stats: str | None) -> bool | str | None:
     """Whether a file with these Delta statistics holds only rows `replace` replaces (True), none (False),
-    or both or unknown (None)."""
+    only nulls that `replace` replaces besides values it keeps (NULLS), or both or unknown (None)."""
     s = json.loads(stats) if stats else {}
     rows, nulls = s.get("numRecords"), s.get("nullCount", {}).get(replace.column)
     lo, hi = s.get("minValues", {}).get(replace.column), s.get("maxValues", {}).get(replace.column)
@@ -272,9 +293,16 @@ def replaced_by(replace: Replace, stats: str | None) -> bool | None:
     inside = lambda v: v >= replace.low and (replace.high is None or v < replace.high)  # noqa: E731
     if inside(lo) and inside(hi) and (nulls == 0 or replace.nulls):
         return True
-    if (hi < replace.low or (replace.high is not None and lo >= replace.high)) and (nulls == 0 or not replace.nulls):
-        return False
+    if hi < replace.low or (replace.high is not None and lo >= replace.high):
+        return NULLS if nulls and replace.nulls else False
     return None
+
+
+def _plain_parquet(metadata, add) -> bool:
+    """Whether a file's rows can be read as plain Parquet (no partition values, column mapping or deletion
+    vector)."""
+    return (metadata.partitionColumns().isEmpty() and not metadata.configuration().contains("delta.columnMapping.mode")
+            and add.deletionVector() is None)
 
 
 def _same_schema_snapshot(df: DataFrame, log):
@@ -299,16 +327,18 @@ def _committed_version(checksum, app_id: str):
     return committed
 
 
-def _commit(df: DataFrame, log, snapshot, mode: str, removed, replace: Replace | None,
+def _commit(parts: list[DataFrame], log, snapshot, mode: str, removed, replace: Replace | None,
             txn: AppTransaction | None, metadata: dict | None) -> int:
-    """Write `df`'s files and commit them, with `removed` files removed, as the writer would (a WRITE
-    operation in `mode`, the transaction's SetTransaction, the userMetadata)."""
-    jvm = df.sparkSession._jvm
+    """Write the files of `parts` (each its own files) and commit them, with `removed` files removed, as the
+    writer would (a WRITE operation in `mode`, the transaction's SetTransaction, the userMetadata)."""
+    jvm = parts[0].sparkSession._jvm
     delta, some = jvm.org.apache.spark.sql.delta, jvm.scala.Some
     transaction = log.startTransaction(_none(), some(snapshot))
     if mode == "Overwrite":
         transaction.readWholeTable()  # a concurrent commit conflicts with this one, as with the writer
-    actions = transaction.writeFiles(df._jdf)
+    actions = transaction.writeFiles(parts[0]._jdf)
+    for part in parts[1:]:
+        actions = actions.appendedAll(transaction.writeFiles(part._jdf))
     now = _millis()
     for add in removed:
         actions = actions.appended(add.removeWithTimestamp(now, True))
