@@ -165,7 +165,12 @@ class _Added:
         """The rows the commit added, read from its files (built only when a caller uses them)."""
         if not self.files:
             return spark.createDataFrame([], self.schema)
-        return spark.read.schema(self.schema).parquet(*self.files)
+        return _parquet_rows(spark, self.schema, self.files)
+
+
+def _parquet_rows(spark: SparkSession, schema: StructType, files: list[str]) -> DataFrame:
+    """The rows of a plain table's data files (see _plain_table), read as Parquet with the table's schema."""
+    return spark.read.schema(schema).parquet(*files)
 
 
 def _added(spark: SparkSession, path: str, version: int) -> _Added | None:
@@ -173,7 +178,7 @@ def _added(spark: SparkSession, path: str, version: int) -> _Added | None:
     deletion vectors)."""
     log = _delta_log(spark, path)
     metadata = log.update(False, _none(), _none()).metadata()
-    if metadata.partitionColumns().nonEmpty() or metadata.configuration().contains("delta.columnMapping.mode"):
+    if not _plain_table(metadata):
         return None
     files, removed, whole, commits = [], False, False, log.getChanges(version, version, _none(), True)
     while commits.hasNext():
@@ -255,7 +260,8 @@ def _whole_file_rewrite(df: DataFrame, log, replace: Replace | None, txn: AppTra
     while files.hasNext():
         add = files.next()
         verdict = True if replace is None else replaced_by(replace, add.stats())
-        if verdict is None or (verdict is NULLS and not _plain_parquet(snapshot.metadata(), add)):
+        if verdict is None or (verdict is NULLS and (not _plain_table(snapshot.metadata())
+                                                     or add.deletionVector() is not None)):
             return _SLOW
         if verdict is NULLS:
             mixed.append(spark_path(add.absolutePath(log).toString()))
@@ -267,7 +273,7 @@ def _whole_file_rewrite(df: DataFrame, log, replace: Replace | None, txn: AppTra
     try:
         values = df.where(F.col(replace.column).isNotNull())
         if mixed:  # the rows of those files that are not replaced
-            kept = df.sparkSession.read.schema(df.schema).parquet(*mixed).where(F.col(replace.column).isNotNull())
+            kept = _parquet_rows(df.sparkSession, df.schema, mixed).where(F.col(replace.column).isNotNull())
             values = values.unionByName(kept)
         return _commit([df.where(F.col(replace.column).isNull()), values], log, snapshot, "Overwrite", removed,
                        replace, txn, metadata)
@@ -298,11 +304,10 @@ def replaced_by(replace: Replace, stats: str | None) -> bool | str | None:
     return None
 
 
-def _plain_parquet(metadata, add) -> bool:
-    """Whether a file's rows can be read as plain Parquet (no partition values, column mapping or deletion
-    vector)."""
-    return (metadata.partitionColumns().isEmpty() and not metadata.configuration().contains("delta.columnMapping.mode")
-            and add.deletionVector() is None)
+def _plain_table(metadata) -> bool:
+    """Whether the table's data files hold its rows as plain Parquet (no partition values in paths, no column
+    mapping); a file's rows also need it to have no deletion vector."""
+    return metadata.partitionColumns().isEmpty() and not metadata.configuration().contains("delta.columnMapping.mode")
 
 
 def _same_schema_snapshot(df: DataFrame, log):
