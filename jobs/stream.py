@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import diagnostics, lag
+from jobs.offsets import EarlierRows
 from replay.cli.runner import check_target, output_path, policy_hash, signature, target_metrics
 from replay.engine import metrics, pipeline as engine
 from replay.engine.decisions import NEG
@@ -143,6 +144,7 @@ class LiveJob:
         self.late: diagnostics.LateEvents | None = None  # the spec job's late events in the batch being decided
         self.idle_since = time.monotonic()  # when the last batch or heartbeat ended
         self._lock = threading.Lock()  # a heartbeat (driver thread) and a micro-batch (Spark's) never overlap
+        self.earlier = EarlierRows()  # the journal before a batch: offsets it could repeat, last events
 
     def _load(self) -> Checkpoint:
         cp = checkpoints.load(self.spark, self.lake, self.target, self.store, policy=self._policy_json)
@@ -374,11 +376,9 @@ def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: J
     spark, store, batch = live.spark, live.store, cp.batch + 1
     crash = lambda name: _crash_point(name if job is None else f"{job.name}:{name}")  # noqa: E731
     journaled = store.read(spark, journal.journal_path(live.lake))
-    history = journaled.where(F.col("seq") <= cp.state.seq)  # for duplicate (partition, offset)
-    if span["offsets"] is not None:  # only the offsets the batch has can repeat: Delta skips the older files
-        history = history.where(F.col("offset").between(*span["offsets"]))
+    history = live.earlier.history(journaled, cp.state.seq, span)  # where duplicate (partition, offset) are
     out = engine.replay(rows, policy, flush=True, state=cp.state, partitions=live.source_partitions,
-                        keep_state=True, history=history, job=job)
+                        keep_state=True, history=history, job=job, rows_at_most=span["n"])
     tables = out.tables()
     if job is None:
         live.late = diagnostics.late_events(tables["decisions"], rows)
@@ -394,30 +394,32 @@ def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: J
     store.write(tables["windows"], output_path(root, target, "windows"), txn=txn("windows"),
                 replace=Replace("emitted_at", span["lo"], None, nulls=True), metadata=meta("windows"))
     crash("windows")
-    _commit_metrics(store, spark, root, target, out, journaled, span, txn("metrics"), meta("metrics"))
+    before = lambda: live.earlier.last_events(journaled, cp.state.seq, span["partitions"])  # noqa: E731
+    _commit_metrics(store, spark, root, target, out, before, txn("metrics"), meta("metrics"))
     crash("metrics")
     state = out.state.advanced(span["hi"])
     signed = signature(policy, job)
     versions = checkpoints.save(spark, root, target, Checkpoint(batch, state, source, signed), store,
                                 metadata=meta("checkpoints"))
     crash("checkpoint")
+    live.earlier.advance(cp.state.seq, state.seq, span)
     out.unpersist()
     return _committed(live, root, target, Checkpoint(batch, state, source, signed), versions)
 
 
 def _commit_metrics(store: TableStore, spark: SparkSession, root: str, target: str, out: engine.Outputs,
-                    events: DataFrame, span: dict, txn: AppTransaction, metadata: dict) -> None:
+                    last_events, txn: AppTransaction, metadata: dict) -> None:
     """Merge the metrics of the batch's rows into the table (`metrics.combine`), so a batch's cost does not
-    grow with the rows before it in the same hour. `events`: the journal, where each partition's previous
-    event is. Tagged with the batch's transaction: a retried batch does not add its rows twice."""
+    grow with the rows before it in the same hour. `last_events()`: each partition's last event before the
+    batch (`journal.last_events_before`). Tagged with the batch's transaction: a retried batch does not add
+    its rows twice."""
     path = output_path(root, target, "metrics")
     table = store.read_current(spark, path) if store.exists(path) else None
     if table is None or set(metrics.COLUMNS) - set(table.columns):  # none yet, or from an older Retrace
         store.write(target_metrics(spark, store, root, target), path, mode="overwrite", txn=txn, metadata=metadata)
         return
     tables = out.tables()
-    before = journal.last_events_before(events, span["lo"], span["partitions"])
-    fresh = metrics.of_stretch(tables["decisions"], tables["dead_letters"], before)
+    fresh = metrics.of_stretch(tables["decisions"], tables["dead_letters"], last_events())
     # one file in (partition, hour) order, sorted where it is gathered (a global sort would sample first)
     store.write(metrics.combine(table, fresh).coalesce(1).sortWithinPartitions("partition", "hour"), path,
                 mode="overwrite", txn=txn, metadata=metadata)

@@ -79,3 +79,35 @@ def test_journal_invariants_name_a_line_journaled_twice(spark, tmp_path):
     assert [p.split(":")[0] for p in problems] == [
         "seq not unique", "(source, source_line) not unique", "(partition, offset) within a landing file not unique"]
     assert "source=a.jsonl, source_line=2 x2 (first at seq 1)" in problems[1]
+
+
+def _live(spark, landing: str, lake: str):
+    """The live job over the landing, a file per batch: batches after the first skip the journal's history
+    when their offsets all lie above the earlier ones (jobs/offsets.py) and read it when they do not."""
+    from jobs.stream import LiveJob
+    from replay.io.landing import read_lines
+
+    live = LiveJob(spark, lake, POLICY, clock="simulated", partitions=2)
+    for f in journal.landing_files(landing):
+        if f not in journal.journaled_sources(spark, lake):
+            live.process(read_lines(spark, landing, [f]))
+
+
+def test_a_live_batch_quarantines_an_offset_an_earlier_batch_had_and_counts_it_backward(spark, tmp_path):
+    landing, lake = str(tmp_path / "landing"), str(tmp_path / "lake")
+    _write(landing, "a.jsonl", [_event(0, 0, 1, 1.0), _event(0, 1, 2, 2.0), _event(1, 0, 2, 1.0)])
+    _write(landing, "b.jsonl", [_event(0, 2, 3, 4.0), _event(1, 1, 3, 1.0)])  # above every earlier offset
+    _write(landing, "c.jsonl", [_event(0, 1, 4, 2.0), _event(0, 3, 5, 8.0)])  # offset 1 again: a redelivery
+    _live(spark, landing, lake)
+    # a new live job (a restart) finds a repeat of a batch it did not decide itself
+    _write(landing, "d.jsonl", [_event(1, 1, 6, 1.0), _event(1, 2, 7, 1.0)])
+    _live(spark, landing, lake)
+    quarantined = _table(spark, lake, "decisions").where(F.col("action") == "quarantined").orderBy("seq").collect()
+    assert [(q["partition"], q["offset"], q["reasons"]) for q in quarantined] == [
+        (0, 1, ["duplicate"]), (1, 1, ["duplicate"])]
+    runner.run(spark, lake, POLICY, target="replayed")
+    replayed = lambda name: default_store().read(spark, runner.output_path(lake, "replayed", name))  # noqa: E731
+    assert sorted(_table(spark, lake, "decisions").collect()) == sorted(replayed("decisions").collect())
+    # offset 1 after 2 in partition 0, a batch later: one backward offset, as the replay counts it
+    assert sorted(_table(spark, lake, "metrics").collect()) == sorted(replayed("metrics").collect())
+    assert _table(spark, lake, "metrics").agg(F.sum("backward_offsets")).first()[0] == 1

@@ -113,7 +113,7 @@ _PREPARED = ("seq", "partition", "offset", "kind", "arrival", "et", "key", "valu
 def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq: int | None = None,
            materialize: Callable[[DataFrame], DataFrame] | None = None, state: State | None = None,
            partitions: list[int] | None = None, keep_state: bool = False,
-           history: DataFrame | None = None, job: Job | None = None) -> Outputs:
+           history: DataFrame | None = None, job: Job | None = None, rows_at_most: int | None = None) -> Outputs:
     """Run the spec over `journal` (rows with seq, partition, offset, kind, arrival_time, event_time,
     key, value). `flush`: the journal is complete, so open windows are flushed (if the policy says so).
     `since_seq`: keep only outputs of rows from this seq on (the history before it still counts).
@@ -123,7 +123,9 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     `partitions`: the partitions of the source, when known up front (else: those with rows).
     `keep_state`: also compute the state after the last row (`Outputs.state`), for the next batch.
     `history`: the journal rows before `journal` (with `state`), where duplicate (partition, offset) are found.
-    `job`: a user's job (fields, filter, grouping, aggregates) on this policy; default: the spec's count/sum."""
+    `job`: a user's job (fields, filter, grouping, aggregates) on this policy; default: the spec's count/sum.
+    `rows_at_most`: a bound on `journal`'s rows, when the caller knows one (a live batch): outputs sized by
+    it are not counted first."""
     custom = job is not None and not job.is_spec
     state = state or State()
     rows, repeats = prepare(journal, history)
@@ -180,7 +182,7 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     else:
         win = _no_windows(journal)
         dead = dropped.unionByName(malformed)
-    dead = _with_raw(dead, journal, cached)
+    dead = _with_raw(dead, journal, cached, rows_at_most)
     before = {p: v.wp for p, v in state.partitions.items()}
     timeline = watermarks.timeline(in_range(full), before=before).select(
         "partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
@@ -235,17 +237,19 @@ def _malformed(journal: DataFrame) -> DataFrame:
     )
 
 
-def _with_raw(dead: DataFrame, journal: DataFrame, cached: list[DataFrame]) -> DataFrame:
+def _with_raw(dead: DataFrame, journal: DataFrame, cached: list[DataFrame], rows_at_most: int | None) -> DataFrame:
     """Dead letters keep what was read and where: `source`, `source_line` and `payload` (the raw text the
     journal kept for a malformed row or an event without a valid event time; else the journal row as JSON).
     They are usually few: counted first (and kept, in `cached`), up to BROADCAST_DEAD they are broadcast to
-    the journal's rows, whose payloads then stay where they are instead of being shuffled for a join."""
+    the journal's rows, whose payloads then stay where they are instead of being shuffled for a join. Each is
+    a journal row, so `rows_at_most` bounds them too: no count then."""
     row = F.to_json(F.struct("partition", "offset", "arrival_time", "event_time", "key", "value"))
     raw = journal.select("seq", F.coalesce("payload", F.when(F.col("kind") == "event", row)).alias("payload"),
                          "source", "source_line")
     dead = dead.persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(dead)
-    if dead.count() > BROADCAST_DEAD:
+    few = rows_at_most is not None and rows_at_most <= BROADCAST_DEAD
+    if not few and dead.count() > BROADCAST_DEAD:
         return dead.join(raw, "seq", "left")
     # every dead letter is a journal row (seq is unique there): the inner join keeps them all
     return raw.join(F.broadcast(dead), "seq").select(*dead.columns, "payload", "source", "source_line")
@@ -277,7 +281,7 @@ def _empty(journal: DataFrame, state: State, materialize: Callable[[DataFrame], 
         no_windows = windows.job_windows(engine_rows(decisions), job_sql.decided_events(decisions, job),
                                          job.policy, job.grouping, job.aggregates, True).windows
     cached = []
-    dead = _with_raw(_malformed(journal), journal, cached)
+    dead = _with_raw(_malformed(journal), journal, cached, None)
     timeline = spark.createDataFrame([], "partition int, seq long, arrival_time timestamp, watermark timestamp, "
                                          "output_watermark timestamp")
     return Outputs(decisions, no_windows, dead, timeline, metrics.hourly(decisions, dead), cached, state=state)

@@ -184,6 +184,14 @@ def last_events_before(events: DataFrame, first: int, partitions: list) -> DataF
     """Each of `partitions`' last event before seq `first` (partition, seq, offset), from rows with `kind`,
     looking back over growing seq ranges so that only recent files are read unless a partition has been
     silent for long."""
+    return events.sparkSession.createDataFrame(last_events(events, first, partitions), LAST_EVENTS)
+
+
+LAST_EVENTS = "partition int, seq long, offset long"
+
+
+def last_events(events: DataFrame, first: int, partitions: list) -> list[tuple[int, int, int]]:
+    """last_events_before's rows, on the driver."""
     events = events.where(F.col("kind") == "event")
     found, span, top = [], 1024, first
     need = set(partitions)
@@ -194,7 +202,7 @@ def last_events_before(events: DataFrame, first: int, partitions: list) -> DataF
         found += [(r["partition"], r["seq"], r["offset"]) for r in got]
         need -= {r["partition"] for r in got}
         top, span = bottom, span * 8
-    return events.sparkSession.createDataFrame(found, "partition int, seq long, offset long")
+    return found
 
 
 def _empty_rows(spark: SparkSession, files: list[str]) -> DataFrame:
