@@ -375,19 +375,32 @@ def commit_batch(live: "LiveJob", root: str, target: str, policy: Policy, job: J
     Returns the checkpoint as committed."""
     spark, store, batch = live.spark, live.store, cp.batch + 1
     crash = lambda name: _crash_point(name if job is None else f"{job.name}:{name}")  # noqa: E731
-    journaled = store.read(spark, journal.journal_path(live.lake))
-    history = live.earlier.history(journaled, cp.state.seq, span)  # where duplicate (partition, offset) are
-    out = engine.replay(rows, policy, flush=True, state=cp.state, partitions=live.source_partitions,
-                        keep_state=True, history=history, job=job, rows_at_most=span["n"])
-    tables = out.tables()
-    if job is None:
-        live.late = diagnostics.late_events(tables["decisions"], rows)
     txn = lambda name: AppTransaction(f"retrace-{target}-{name}", batch)  # noqa: E731
     # the batch is the run: every table's commit for it names the same run, whichever process made it
     meta = lambda name: {"job": "replay stream", "retrace_job": job.name if job else "default",  # noqa: E731
                          "target": target, "table": name, "policy": policy_hash(policy), "seq_from": span["lo"],
                          "seq_to": span["hi"] + 1, "batch": batch, "run": f"live-batch-{batch}"}
-    for name in ("decisions", "dead_letters", "watermarks"):
+
+    def committed_decisions(decided: DataFrame) -> DataFrame:
+        """The decisions, committed first, as every other output then reads them: from the commit's files, so
+        each of their queries plans over a file scan, not over the engine's whole plan (nor its cache)."""
+        path = output_path(root, target, "decisions")
+        version = store.write(decided, path, txn=txn("decisions"), metadata=meta("decisions"))
+        crash("decisions")
+        added = store.read_commit(spark, path, version) if version is not None else None
+        if added is None:  # an earlier attempt committed the batch's decisions (or a rewrite of the table)
+            added = store.read(spark, path).where(F.col("seq").between(span["lo"], span["hi"]))
+        return added
+
+    journaled = store.read(spark, journal.journal_path(live.lake))
+    history = live.earlier.history(journaled, cp.state.seq, span)  # where duplicate (partition, offset) are
+    out = engine.replay(rows, policy, flush=True, state=cp.state, partitions=live.source_partitions,
+                        keep_state=True, history=history, job=job, rows_at_most=span["n"],
+                        materialize=committed_decisions)
+    tables = out.tables()
+    if job is None:
+        live.late = diagnostics.late_events(tables["decisions"], rows)
+    for name in ("dead_letters", "watermarks"):
         store.write(tables[name], output_path(root, target, name), txn=txn(name), metadata=meta(name))
         crash(name)
     # emitted windows are appended; the open ones (null emitted_at, what a flush would emit now) replaced
