@@ -84,19 +84,19 @@ class EarlierRows:
         at = self._at.get(seq)
         if at is None:
             return
-        after = _At(None if at.bound is None else at.bound.after(span["last_offsets"]),
-                    {**at.last, **span["last_events"]})
-        self._at[to_seq] = after
-        for old in sorted(self._at)[:-self.KEEP]:
-            del self._at[old]
+        self._keep(to_seq, _At(None if at.bound is None else at.bound.after(span["last_offsets"]),
+                               {**at.last, **span["last_events"]}))
 
     def _get(self, seq: int) -> _At:
-        if seq not in self._at:
-            self._at[seq] = _At(Bound()) if seq < 0 else _At()
-            for old in sorted(self._at)[:-self.KEEP]:
-                if old != seq:
-                    del self._at[old]
-        return self._at[seq]
+        return self._at[seq] if seq in self._at else self._keep(seq, _At(Bound()) if seq < 0 else _At())
+
+    def _keep(self, seq: int, at: _At) -> _At:
+        """Store what is known at `seq`, forgetting all but the KEEP latest seqs (and `seq` itself)."""
+        self._at[seq] = at
+        for old in sorted(self._at)[:-self.KEEP]:
+            if old != seq:
+                del self._at[old]
+        return at
 
 
 def _measure(journaled: DataFrame, seq: int, least: int) -> Bound:
