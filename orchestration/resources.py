@@ -6,6 +6,7 @@ import os
 import dagster as dg
 
 from jobs.demo import DEFAULT_POLICY
+from replay.io.spark import spark_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {"lake": "RETRACE_LAKE", "landing": "RETRACE_LANDING", "policy_file": "RETRACE_POLICY",
@@ -63,18 +64,3 @@ class RetraceResource(dg.ConfigurableResource):
 
         base = Policy.from_yaml(self.policy_file)
         return base if not override else Policy.from_dict({**base.to_dict(), **override})
-
-
-def spark_conf(path: str) -> dict[str, str]:
-    """`key value` lines of a spark-defaults style file (# comments); `spark.master` also sets the master."""
-    conf = {}
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            parts = line.split(None, 1)
-            if len(parts) != 2:
-                raise ValueError(f"{path}:{n}: {line!r} is not 'key value'")
-            conf[parts[0]] = parts[1].strip()
-    return conf

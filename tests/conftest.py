@@ -7,12 +7,15 @@ import os
 
 import pytest
 
-from replay.io.spark import EXTRA_JAVA_OPTIONS
-from tests.session_settings import SMALL_DATA
+from replay.io.spark import EXTRA_JAVA_OPTIONS, SPARK_CONF
+from tests.session_settings import SMALL_DATA_FILE
 
 # The tests' subprocess drivers (live jobs, CLI and Dagster runs) live for a minute or two on small data: C1 only
 # (the C2 compiler took about a third of a short live run's JVM CPU on 2 cores) and the serial collector.
 os.environ.setdefault(EXTRA_JAVA_OPTIONS, "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# Every driver of the run, this session and those the tests start, has the settings for small data (not, say, a
+# cluster's file from the developer's shell).
+os.environ[SPARK_CONF] = SMALL_DATA_FILE
 
 
 @pytest.fixture(scope="session")
@@ -25,12 +28,11 @@ def spark():
     # few tables, but this session touches thousands, one set per test, and their cached states filled the
     # driver's heap ~50 minutes in ("Not enough memory to build and broadcast the table"); keep the latest 100.
     # This JVM runs thousands of queries over the whole run, so it keeps the default JIT (C2 pays back).
+    # Its small-data settings and 2 shuffle partitions come from RETRACE_SPARK_CONF (tests/small_data.conf).
     session = get_spark("retrace-tests", conf={"spark.driver.extraJavaOptions": _driver_java_options(extra=""),
-                                                "spark.sql.shuffle.partitions": "2",
-                                                "spark.default.parallelism": "2",
                                                 "spark.sql.ui.retainedExecutions": "20",
                                                 "spark.ui.retainedJobs": "50", "spark.ui.retainedStages": "50",
-                                                "spark.databricks.delta.delta.log.cacheSize": "100", **SMALL_DATA})
+                                                "spark.databricks.delta.delta.log.cacheSize": "100"})
     yield session
     session.stop()
 

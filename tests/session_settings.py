@@ -1,21 +1,25 @@
 """The test session's settings for small data, and the production settings they stand in for."""
 from __future__ import annotations
 
+import os
+
 from pyspark.sql import SparkSession
 
-from replay.io.spark import INTERPRETED, LOCAL, session_settings
+from replay.io.spark import INTERPRETED, LOCAL, session_settings, spark_conf
 
 # The session's tests run thousands of queries over a few rows each. Per query, compiling generated code (Janino),
 # adaptive re-planning and Delta's log replay in two tasks cost more than the rows: the session evaluates row by
 # row (as a live batch of few rows does, replay.io.spark.few_rows), plans once and replays a log in one task.
 # A 38-test subset took 445 s instead of 563 s (README, Tests). test_determinism checks the hash is the same with
-# PRODUCTION.
-SMALL_DATA = {**INTERPRETED, "spark.sql.adaptive.enabled": "false", "spark.databricks.delta.snapshotPartitions": "1"}
+# PRODUCTION. The drivers the tests start run with the same file (RETRACE_SPARK_CONF, tests/conftest.py).
+SMALL_DATA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "small_data.conf")
+SETTINGS = spark_conf(SMALL_DATA_FILE)
+assert INTERPRETED.items() <= SETTINGS.items(), "row by row, as few_rows evaluates a small live batch"
 # What a local driver runs with (replay.io.spark.LOCAL, and Spark's defaults for generated code).
 PRODUCTION = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK",
               "spark.sql.adaptive.enabled": LOCAL["spark.sql.adaptive.enabled"],
               "spark.databricks.delta.snapshotPartitions": LOCAL["spark.databricks.delta.snapshotPartitions"]}
-assert set(PRODUCTION) == set(SMALL_DATA), "every small-data setting has its production value"
+SMALL_DATA = {k: SETTINGS[k] for k in PRODUCTION}  # the settings production_settings() switches back
 
 
 def production_settings(spark: SparkSession):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 from replay.cli import main as cli
+from replay.io.spark import SPARK_CONF
 from tests.kafka_broker import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -122,7 +123,9 @@ class ClusterReplay:
 
     @classmethod
     def start(cls, cluster: Cluster, lake: str, target: str, folder: str) -> "ClusterReplay":
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_GATEWAY_", "SPARK_HOME_SUBMITTED"))}
+        # the cluster's settings (CLUSTER_CONF), not the tests' small-data file
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PYSPARK_GATEWAY_", "SPARK_HOME_SUBMITTED")) and k != SPARK_CONF}
         env.update({"SPARK_MASTER": cluster.master, "SPARK_LOCAL_IP": "127.0.0.1",
                     "PYSPARK_SUBMIT_ARGS": f"--properties-file {CLUSTER_CONF} pyspark-shell"})
         out, err = os.path.join(folder, f"run-{target}.out"), os.path.join(folder, f"run-{target}.err")

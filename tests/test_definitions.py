@@ -18,7 +18,8 @@ from assets.partitions import HOURLY
 from jobs.catalog import DEFAULT_FOLDER
 from orchestration.alerting import RESOURCES, SENSORS
 from orchestration.definitions import defs
-from orchestration.resources import RetraceResource, spark_conf
+from orchestration.resources import RetraceResource
+from replay.io.spark import spark_conf
 from replay.model.jobs import JobError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

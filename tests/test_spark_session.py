@@ -1,11 +1,13 @@
 """How the project's SparkSession runs: a local driver maps the JVM class archive that set-up recorded
-(infra/class_archive.py); a live batch of few rows is evaluated without generated code."""
+(infra/class_archive.py) and the settings of RETRACE_SPARK_CONF; a live batch of few rows is evaluated without
+generated code."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 
+import pytest
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
@@ -51,6 +53,32 @@ def test_retrace_java_options_reach_a_local_driver():
                                spark_io.EXTRA_JAVA_OPTIONS: "-Dretrace.probe=seen -XX:TieredStopAtLevel=1"})
     assert done.returncode == 0 and "probe seen" in done.stdout, done.stderr[-3000:]
     assert "-XX:TieredStopAtLevel=1" in done.stdout and "-Duser.timezone=UTC" in done.stdout, done.stdout
+
+
+def test_retrace_spark_conf_sets_a_local_drivers_settings_over_its_defaults(tmp_path):
+    """RETRACE_SPARK_CONF (a cluster's file, or the tests' tests/small_data.conf) reaches every driver."""
+    conf = tmp_path / "spark.conf"
+    conf.write_text("# shuffles\nspark.sql.shuffle.partitions   3\nspark.sql.adaptive.enabled false\n")
+    probe = DRIVER.replace(' + " -Xshare:on"', "").replace(
+        'print("rows", spark.range(3).count())',
+        'print("conf", spark.conf.get("spark.sql.shuffle.partitions"), spark.conf.get("spark.sql.adaptive.enabled"))')
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": ROOT, spark_io.SPARK_CONF: str(conf)})
+    assert done.returncode == 0 and "conf 3 false" in done.stdout, done.stderr[-3000:]
+
+
+def test_a_spark_conf_file_cannot_change_a_setting_results_depend_on(tmp_path):
+    conf = tmp_path / "spark.conf"
+    conf.write_text("spark.sql.shuffle.partitions 3\nspark.sql.session.timeZone Europe/Paris\n")
+    with pytest.raises(ValueError, match=f"{conf}:2: spark.sql.session.timeZone cannot be changed"):
+        spark_io.spark_conf(str(conf))
+
+
+def test_a_spark_conf_file_names_the_line_that_is_not_key_value(tmp_path):
+    conf = tmp_path / "spark.conf"
+    conf.write_text("spark.sql.shuffle.partitions 3\nspark.sql.adaptive.enabled\n")
+    with pytest.raises(ValueError, match=f"{conf}:2: 'spark.sql.adaptive.enabled' is not 'key value'"):
+        spark_io.spark_conf(str(conf))
 
 
 def _ranked(spark, k: int) -> list:

@@ -19,6 +19,9 @@ CLASS_ARCHIVE = os.environ.get("RETRACE_CLASS_ARCHIVE") or os.path.join(ROOT, "i
 DRIVER_JAVA_OPTIONS = "-Duser.timezone=UTC"
 # More options for a local driver's JVM, e.g. the tests' "-XX:TieredStopAtLevel=1" (see tests/conftest.py).
 EXTRA_JAVA_OPTIONS = "RETRACE_JAVA_OPTIONS"
+# A spark-defaults style file of settings over the local ones, for every driver (the `replay` command, the live
+# job, Dagster's runs): a cluster's (infra/spark/cluster.conf), or the tests' small-data settings.
+SPARK_CONF = "RETRACE_SPARK_CONF"
 DELTA = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -71,6 +74,9 @@ def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None) -> 
         builder = builder.master("local[*]")
         for k, v in {**LOCAL, "spark.driver.extraJavaOptions": _driver_java_options()}.items():
             builder = builder.config(k, v)
+    if os.environ.get(SPARK_CONF):
+        for k, v in spark_conf(os.environ[SPARK_CONF]).items():
+            builder = builder.config(k, v)
     # Python workers run the interpreter of the driver, so they see the same packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for k, v in {**DETERMINISM, **DELTA, "spark.jars": ",".join(jars()), **(conf or {})}.items():
@@ -78,6 +84,24 @@ def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None) -> 
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def spark_conf(path: str) -> dict[str, str]:
+    """`key value` lines of a spark-defaults style file (# comments); `spark.master` also sets the master. Not
+    the DETERMINISM and DELTA settings: results depend on them, so a file cannot change them."""
+    conf = {}
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            parts = line.split(None, 1)
+            if len(parts) != 2:
+                raise ValueError(f"{path}:{n}: {line!r} is not 'key value'")
+            if parts[0] in DETERMINISM or parts[0] in DELTA:
+                raise ValueError(f"{path}:{n}: {parts[0]} cannot be changed: Retrace's results depend on it")
+            conf[parts[0]] = parts[1].strip()
+    return conf
 
 
 def _driver_java_options(extra: str | None = None) -> str:
