@@ -62,7 +62,8 @@ LOCAL = {
 
 
 def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None) -> SparkSession:
-    """The active session, or a new one: local[*] unless SPARK_MASTER / spark-submit says otherwise."""
+    """The active session, or a new one: local[*] unless SPARK_MASTER, spark-submit or the RETRACE_SPARK_CONF
+    file says otherwise; that file's settings go over the local ones, `conf` over everything."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
