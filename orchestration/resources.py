@@ -6,7 +6,6 @@ import os
 import dagster as dg
 
 from jobs.demo import DEFAULT_POLICY
-from replay.io.spark import spark_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {"lake": "RETRACE_LAKE", "landing": "RETRACE_LANDING", "policy_file": "RETRACE_POLICY",
@@ -33,7 +32,7 @@ class RetraceResource(dg.ConfigurableResource):
     def spark(self):
         from replay.io.spark import get_spark
 
-        return get_spark("retrace-dagster", conf=spark_conf(self.spark_conf_file) if self.spark_conf_file else None)
+        return get_spark("retrace-dagster", conf_file=self.spark_conf_file or None)
 
     def source_fields(self):
         """Which payload fields hold the event time and the key: the source's, else the spec's names."""

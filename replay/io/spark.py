@@ -61,9 +61,10 @@ LOCAL = {
 }
 
 
-def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None) -> SparkSession:
-    """The active session, or a new one: local[*] unless SPARK_MASTER, spark-submit or the RETRACE_SPARK_CONF
-    file says otherwise; that file's settings go over the local ones, `conf` over everything."""
+def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None,
+              conf_file: str | None = None) -> SparkSession:
+    """The active session, or a new one: local[*] unless SPARK_MASTER, spark-submit or the settings file says
+    otherwise. The file (`conf_file`, else RETRACE_SPARK_CONF's) goes over the local settings, `conf` over all."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -75,9 +76,9 @@ def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None) -> 
         builder = builder.master("local[*]")
         for k, v in {**LOCAL, "spark.driver.extraJavaOptions": _driver_java_options()}.items():
             builder = builder.config(k, v)
-    if os.environ.get(SPARK_CONF):
-        for k, v in spark_conf(os.environ[SPARK_CONF]).items():
-            builder = builder.config(k, v)
+    conf_file = conf_file or os.environ.get(SPARK_CONF)
+    for k, v in (spark_conf(conf_file) if conf_file else {}).items():
+        builder = builder.config(k, v)
     # Python workers run the interpreter of the driver, so they see the same packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for k, v in {**DETERMINISM, **DELTA, "spark.jars": ",".join(jars()), **(conf or {})}.items():
