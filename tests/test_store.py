@@ -3,13 +3,17 @@ overwrite replaces the rows and the schema; a range replace keeps the rows outsi
 null rows when asked); each commit carries its userMetadata."""
 from __future__ import annotations
 
+import glob
 import json
+import os
 import uuid
+from datetime import datetime
 
 import pytest
 from delta.tables import DeltaTable
 
-from replay.io.store import NULLS, AppTransaction, DeltaStore, Replace, commit_metadata, replaced_by
+from replay.io.store import (NULLS, STATS_COLUMNS, AppTransaction, DeltaStore, Replace, commit_metadata,
+                            replaced_by)
 
 
 def _jobs_of(spark, write) -> int:
@@ -253,3 +257,43 @@ def test_overwrite_and_a_range_replace_together_are_refused(spark, tmp_path):
     df = spark.createDataFrame([(1,)], "seq long")
     with pytest.raises(ValueError, match="replace"):
         DeltaStore().write(df, str(tmp_path / "t"), mode="overwrite", replace=Replace("seq", 0))
+
+
+def _stats_columns(path: str) -> list[set[str]]:
+    """Per file the table added, in commit order: the columns its statistics give a minimum for."""
+    found = []
+    for log in sorted(glob.glob(os.path.join(path, "_delta_log", "*.json"))):
+        for line in open(log):
+            add = json.loads(line).get("add")
+            if add is not None:
+                found.append(set(json.loads(add["stats"])["minValues"]))
+    return found
+
+
+DECISION_ROWS = ("seq long, partition int, offset long, kind string, timestamp timestamp, arrival_time timestamp, "
+                 "key string, reasons array<string>")
+
+
+def _decision(seq: int):
+    return (seq, 0, seq, "event", datetime(2026, 1, 1), datetime(2026, 1, 1), "k", ["late"])
+
+
+def test_a_new_decisions_table_keeps_statistics_only_on_the_columns_reads_filter_on(spark, tmp_path):
+    """The keys, kinds and reasons cost a fifth of a decisions write and no read filters on them; `seq` is kept,
+    so a range replace still removes whole files from their statistics, without rebuilding the table's state."""
+    store, path = DeltaStore(), str(tmp_path / "lake" / "decisions")
+    rows = lambda seq: spark.createDataFrame([_decision(seq)], DECISION_ROWS).coalesce(1)  # noqa: E731
+    store.write(rows(0), path)  # created by the writer
+    store.write(rows(1), path)  # appended through the transaction API
+    assert _jobs_of(spark, lambda: store.write(rows(1), path, replace=Replace("seq", 1, 2))) == 1
+    assert _stats_columns(path) == [{"seq", "partition", "offset", "timestamp", "arrival_time"}] * 3
+    assert sorted(r["seq"] for r in store.read(spark, path).collect()) == [0, 1]
+
+
+def test_a_table_not_named_for_it_or_without_those_columns_keeps_statistics_on_every_column(spark, tmp_path):
+    store = DeltaStore()
+    for table, schema in (("windows", DECISION_ROWS), ("decisions", "seq long, key string")):
+        path = str(tmp_path / "lake" / table)
+        row = _decision(0) if table == "windows" else (0, "k")
+        store.write(spark.createDataFrame([row], schema).coalesce(1), path)
+        assert _stats_columns(path) == [set(spark.createDataFrame([row], schema).columns) - {"reasons"}]
