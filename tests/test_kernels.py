@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replay.engine.decisions import NEG
-from replay.engine.kernels import grouped_running_max, minimum_of_steps
+from replay.engine.kernels import chunk_steps, grouped_running_max, joined_up, minimum_of_steps
 
 VALUES = st.one_of(st.just(NEG), st.integers(-1_000, 1_000), st.integers(-2**61, 2**61))
 
@@ -59,3 +59,33 @@ def test_a_partition_without_rows_in_the_chunk_holds_the_minimum_at_its_start_va
     group, values, start = np.array([0, 0]), np.array([5, 9]), np.array([NEG, 3])
     wp, before = grouped_running_max(group, values, start[group])
     assert minimum_of_steps(wp, before, min(9, 3)).tolist() == [3, 3]
+
+
+@st.composite
+def journals(draw):
+    """Events in seq order (partition, offset, hour), offsets mostly rising, and chunk boundaries in seq."""
+    n = draw(st.integers(0, 40))
+    partition = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    offset = draw(st.lists(st.integers(0, 12), min_size=n, max_size=n))
+    hour = sorted(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))
+    size = draw(st.integers(1, 12))
+    return partition, offset, hour, size
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(journals())
+def test_offset_steps_per_chunk_joined_up_count_each_events_step_from_its_partitions_previous_event(journal):
+    partition, offset, hour, size = journal
+    expected, last = {}, {}
+    for p, o, h in zip(partition, offset, hour):
+        if p in last and o <= last[p]:
+            b, n = expected.get((p, h), (0, 0))
+            expected[(p, h)] = (b + (o < last[p]), n + 1)
+        last[p] = o
+    seq = np.arange(len(partition), dtype=np.int64)
+    rows = []
+    for chunk in range(0, len(seq), size):  # chunk by chunk, rows in a shuffled order as a task gets them
+        within = np.random.default_rng(chunk).permutation(seq[chunk:chunk + size])
+        columns = [np.array(c, dtype=np.int64)[within] for c in (partition, seq, offset, hour)]
+        rows += [(chunk // size, *r) for r in chunk_steps(*columns)]
+    assert joined_up(rows) == sorted((p, h, b, n) for (p, h), (b, n) in expected.items())

@@ -94,3 +94,70 @@ def minimum_of_steps(after: np.ndarray, before: np.ndarray, cap: int) -> np.ndar
     least = np.where(j < len(values), values[np.minimum(j, len(values) - 1)], cap)
     return np.minimum(least, cap)
 
+
+STEPS = "chunk int, partition int, hour long, backward long, not_rising long, first long, last long"
+_STEPS = pa.schema([(name, pa.int32() if name in ("chunk", "partition") else pa.int64())
+                    for name in ("chunk", "partition", "hour", "backward", "not_rising", "first", "last")])
+
+
+def offset_steps(events: DataFrame, tasks: int) -> list[tuple[int, int, int, int]]:
+    """Per partition and hour of arrival (microseconds), when any: `backward`, events whose offset is below the
+    previous event's in their partition in seq order, and `not_rising`, those at or below it. `events`: chunk,
+    partition, seq, offset, hour. Each chunk is sorted by numpy in a task of its own (`tasks` of them, however
+    few partitions the source has), and each chunk's first and last offsets join the chunks up on the driver."""
+    def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batches = list(batches)
+        if not batches:  # a task without chunks
+            return
+        whole = pa.Table.from_batches(batches)
+        chunks = whole.column("chunk").to_numpy()
+        for chunk in np.unique(chunks):
+            part = whole.filter(pa.array(chunks == chunk))
+            columns = [part.column(c).to_numpy().astype(np.int64) for c in ("partition", "seq", "offset", "hour")]
+            found = list(zip(*chunk_steps(*columns)))
+            yield pa.RecordBatch.from_arrays([pa.array([int(chunk)] * len(found[0]), pa.int32()),
+                                              pa.array(found[0], pa.int32()),
+                                              *(pa.array(c, pa.int64()) for c in found[1:])], schema=_STEPS)
+
+    found = events.repartitionById(tasks, F.pmod("chunk", F.lit(tasks))).mapInArrow(per_task, STEPS).collect()
+    return joined_up([tuple(r) for r in found])
+
+
+def chunk_steps(partition: np.ndarray, seq: np.ndarray, offset: np.ndarray, hour: np.ndarray) -> list[tuple]:
+    """One chunk's events: (partition, hour, backward, not_rising, None, None) per partition and hour with any
+    steps inside the chunk, and (partition, hour of its first event, 0, 0, first offset, last offset) per
+    partition."""
+    order = np.lexsort((seq, partition))
+    p, o, h = partition[order], offset[order], hour[order]
+    same = np.zeros(len(p), dtype=bool)
+    same[1:] = p[1:] == p[:-1]
+    prior = np.roll(o, 1)
+    backward, not_rising = same & (o < prior), same & (o <= prior)
+    rows = []
+    if not_rising.any():
+        keys, at = np.unique(np.stack([p[not_rising], h[not_rising]], axis=1), axis=0, return_inverse=True)
+        backs = np.bincount(at.ravel(), weights=backward[not_rising], minlength=len(keys))
+        nots = np.bincount(at.ravel(), minlength=len(keys))
+        rows += [(int(k[0]), int(k[1]), int(b), int(n), None, None) for k, b, n in zip(keys, backs, nots)]
+    firsts = np.flatnonzero(~same)
+    lasts = np.append(firsts[1:] - 1, len(p) - 1)
+    rows += [(int(p[f]), int(h[f]), 0, 0, int(o[f]), int(o[e])) for f, e in zip(firsts, lasts)]
+    return rows
+
+
+def joined_up(rows: list[tuple]) -> list[tuple[int, int, int, int]]:
+    """The chunks' `chunk_steps` rows, each led by its chunk: their counts, plus the step from each partition's
+    last offset in one chunk to its first in the next chunk where it has events."""
+    counts, ends = {}, sorted((r[1], r[0], r[5], r[6], r[2]) for r in rows if r[5] is not None)
+
+    def add(key, backward, not_rising):
+        b, n = counts.get(key, (0, 0))
+        counts[key] = (b + backward, n + not_rising)
+
+    for (p0, _, _, last, _), (p, _, first, _, hour) in zip(ends, ends[1:]):
+        if p == p0 and first <= last:
+            add((p, hour), int(first < last), 1)
+    for r in rows:
+        if r[5] is None:
+            add((r[1], r[2]), r[3], r[4])
+    return sorted((p, h, b, n) for (p, h), (b, n) in counts.items())

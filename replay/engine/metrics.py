@@ -20,10 +20,12 @@ DELAY = ("watermark_delay_max_s", "watermark_delay_avg_s", "watermark_delay_rows
 COLUMNS = ("partition", "hour", *COUNTS, *DELAY, *LETTERS)
 
 
-def hourly(decisions: DataFrame, dead_letters: DataFrame) -> DataFrame:
+def hourly(decisions: DataFrame, dead_letters: DataFrame, backward: DataFrame | None = None) -> DataFrame:
     """Counts of early, late and out-of-order events by action, dead letters, watermark delay, and events
-    repeating an earlier (partition, offset) or whose offset goes backwards in their partition."""
-    return _aggregate(decisions, dead_letters, _backward(_events(decisions))).orderBy("partition", "hour")
+    repeating an earlier (partition, offset) or whose offset goes backwards in their partition. `backward`:
+    the decisions' backward offsets per partition and hour (as `_backward` gives them), when already known."""
+    backward = _backward(_events(decisions)) if backward is None else backward
+    return _aggregate(decisions, dead_letters, backward).orderBy("partition", "hour")
 
 
 def of_stretch(decisions: DataFrame, dead_letters: DataFrame, before: DataFrame) -> DataFrame:

@@ -9,7 +9,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from replay.engine import idle, job_sql, metrics, watermarks, windows
+from replay.engine import idle, job_sql, kernels, metrics, watermarks, windows
 from replay.engine.decisions import NEG, last_reason
 from replay.model.jobs import Job
 from replay.model.policy import Policy
@@ -74,20 +74,34 @@ def engine_rows(decisions: DataFrame) -> DataFrame:
     )
 
 
-def prepare(journal: DataFrame, history: DataFrame | None = None) -> tuple[DataFrame, list[DataFrame]]:
+def prepare(journal: DataFrame, history: DataFrame | None = None,
+            whole: bool = False) -> tuple[DataFrame, list[DataFrame], DataFrame | None]:
     """Journal rows the semantics act on (events and clocks), times in integer microseconds, with
     `duplicate`: an event whose (partition, offset) appeared at an earlier seq, in `journal` or in
     `history` (the journal rows before it, when `journal` continues from a checkpoint). Also the cached
-    DataFrames to free when done.
+    DataFrames to free when done, and, when `whole` (`journal` starts at the journal's start), its backward
+    offsets per partition and hour (metrics.hourly's `backward`).
 
-    Repeated (partition, offset) pairs are found by one aggregation (no sort of the journal); they are
-    usually none or few, so the rows meet them in a broadcast join, or not at all."""
+    Offsets usually rise in every partition: then nothing repeats, and the sort that shows it (per chunk, on
+    the executors: `kernels.offset_steps`) also gives the metrics their backward offsets. Else repeated
+    (partition, offset) pairs are found by one aggregation; they are usually few, so the rows meet them in a
+    broadcast join."""
     rows = journal.where(F.col("kind").isin("event", "clock")).select(
         "seq", "partition", "offset", "kind",
         F.unix_micros("arrival_time").alias("arrival"),
         F.unix_micros("event_time").alias("et"),
         "key", "value",
     )
+    no_repeats = rows.select(*_PREPARED, F.lit(False).alias("duplicate"))
+    backward = None
+    if whole and history is None:
+        steps = kernels.offset_steps(journal.where(F.col("kind") == "event").select(
+            watermarks.chunk_column().alias("chunk"), "partition", "seq", "offset",
+            F.unix_micros(F.date_trunc("hour", "arrival_time")).alias("hour"),
+        ), int(journal.sparkSession.conf.get("spark.sql.shuffle.partitions")))
+        backward = backward_table(journal.sparkSession, steps)
+        if not steps:  # no offset at or below its partition's previous one: none repeats
+            return no_repeats, [], backward
     events = rows.where(F.col("kind") == "event").select("partition", "offset", "seq")
     if history is not None:
         earlier = (history.where(F.col("kind") == "event").select("partition", "offset", "seq")
@@ -98,10 +112,18 @@ def prepare(journal: DataFrame, history: DataFrame | None = None) -> tuple[DataF
     repeated = firsts.count()
     if repeated == 0:
         firsts.unpersist()
-        return rows.select(*_PREPARED, F.lit(False).alias("duplicate")), []
+        return no_repeats, [], backward
     table = F.broadcast(firsts) if repeated <= BROADCAST_REPEATS else firsts
     duplicate = (F.col("kind") == "event") & F.coalesce(F.col("seq") > F.col("_first"), F.lit(False))
-    return rows.join(table, ["partition", "offset"], "left").select(*_PREPARED, duplicate.alias("duplicate")), [firsts]
+    decided = rows.join(table, ["partition", "offset"], "left").select(*_PREPARED, duplicate.alias("duplicate"))
+    return decided, [firsts], backward
+
+
+def backward_table(spark, steps: list[tuple[int, int, int, int]]) -> DataFrame:
+    """`kernels.offset_steps` rows as metrics.hourly's `backward`: per partition and hour, when any."""
+    rows = [(p, h, b) for p, h, b, _ in steps if b]
+    return spark.createDataFrame(rows, "partition int, hour long, backward_offsets long").select(
+        "partition", F.timestamp_micros("hour").alias("hour"), "backward_offsets")
 
 
 BROADCAST_REPEATS = 1_000_000  # repeated (partition, offset) pairs up to which they are broadcast to the rows
@@ -127,8 +149,9 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     `rows_at_most`: a bound on `journal`'s rows, when the caller knows one (a live batch): outputs sized by
     it are not counted first."""
     custom = job is not None and not job.is_spec
+    whole = state is None and history is None  # the rows start at the journal's start
     state = state or State()
-    rows, repeats = prepare(journal, history)
+    rows, repeats, backward = prepare(journal, history, whole)
     d = watermarks.decide(rows, policy, state, partitions)
     if d is None:
         for df in repeats:
@@ -189,7 +212,8 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
         _instant("wp").alias("watermark"), _instant("output_watermark").alias("output_watermark"),
     )
     after = _state_after(full, policy, d, state, scopes_before, raised, still_open) if keep_state else None
-    return Outputs(decisions, win, dead, timeline, metrics.hourly(decisions, dead), cached, after)
+    hourly = metrics.hourly(decisions, dead, backward if since_seq is None else None)
+    return Outputs(decisions, win, dead, timeline, hourly, cached, after)
 
 
 def _scopes(policy: Policy, partitions) -> list[int]:
