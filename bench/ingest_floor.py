@@ -18,25 +18,13 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
-ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-ap.add_argument("--events", type=int, default=2_000_000)
-ap.add_argument("--partitions", type=int, default=8)
-ap.add_argument("--keys", type=int, default=10_000)
-ap.add_argument("--files", type=int, default=100)
-ap.add_argument("--seed", type=int, default=0)
+from bench.common import data_options, warm  # noqa: E402
 
-
-def warm(step) -> float:
-    """The second of two runs of `step` (the first warms the JVM and the page cache)."""
-    for _ in range(2):
-        t0 = time.perf_counter()
-        step()
-        seconds = time.perf_counter() - t0
-    return seconds
+ap = data_options(argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter),
+                  2_000_000)
 
 
 def main(argv=None) -> dict:

@@ -23,28 +23,16 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
-ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-ap.add_argument("--events", type=int, default=1_000_000)
-ap.add_argument("--partitions", type=int, default=8)
-ap.add_argument("--keys", type=int, default=10_000)
-ap.add_argument("--files", type=int, default=100)
-ap.add_argument("--seed", type=int, default=0)
+from bench.common import data_options, warm  # noqa: E402
+
+ap = data_options(argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter),
+                  1_000_000)
 ap.add_argument("--files-per-batch", type=int, default=10, help="maxFilesPerTrigger of the Structured Streaming run")
 
 TARGET = {1_000_000: 1 / 1.5, 10_000_000: 1 / 2}  # replay / Structured Streaming, issue 15
-
-
-def warm(step) -> float:
-    """The second of two runs of `step` (the first warms the JVM, the Python workers and the page cache)."""
-    for _ in range(2):
-        t0 = time.perf_counter()
-        step()
-        seconds = time.perf_counter() - t0
-    return seconds
 
 
 def decision_columns(rows):

@@ -79,8 +79,8 @@ def prepare(journal: DataFrame, history: DataFrame | None = None,
     """Journal rows the semantics act on (events and clocks), times in integer microseconds, with
     `duplicate`: an event whose (partition, offset) appeared at an earlier seq, in `journal` or in
     `history` (the journal rows before it, when `journal` continues from a checkpoint). Also the cached
-    DataFrames to free when done, and, when `whole` (`journal` starts at the journal's start), its backward
-    offsets per partition and hour (metrics.hourly's `backward`).
+    DataFrames to free when done, and, when `whole` (`journal` continues no earlier rows: no `history`, no
+    state), its backward offsets per partition and hour (metrics.hourly's `backward`).
 
     Offsets usually rise in every partition: then nothing repeats, and the sort that shows it (per chunk, on
     the executors: `kernels.offset_steps`) also gives the metrics their backward offsets. Else repeated
@@ -94,7 +94,7 @@ def prepare(journal: DataFrame, history: DataFrame | None = None,
     )
     no_repeats = rows.select(*_PREPARED, F.lit(False).alias("duplicate"))
     backward = None
-    if whole and history is None:
+    if whole:
         steps = kernels.offset_steps(journal.where(F.col("kind") == "event").select(
             watermarks.chunk_column().alias("chunk"), "partition", "seq", "offset",
             F.unix_micros(F.date_trunc("hour", "arrival_time")).alias("hour"),
@@ -149,7 +149,7 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     `rows_at_most`: a bound on `journal`'s rows, when the caller knows one (a live batch): outputs sized by
     it are not counted first."""
     custom = job is not None and not job.is_spec
-    whole = state is None and history is None  # the rows start at the journal's start
+    whole = state is None and history is None  # not a live batch, nor a replay from a checkpoint
     state = state or State()
     rows, repeats, backward = prepare(journal, history, whole)
     d = watermarks.decide(rows, policy, state, partitions)
