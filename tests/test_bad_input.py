@@ -181,3 +181,22 @@ def test_dead_letters_keep_the_raw_text_and_the_landing_file_and_line(spark, tmp
     assert dead["malformed"]["payload"] == '{"partition": 0, broken'
     quarantined = next(r for reason, r in dead.items() if reason != "malformed")
     assert (quarantined["source"], quarantined["source_line"], quarantined["payload"]) == ("a (1).jsonl", 3, lines[2])
+
+
+def test_malformed_lines_filling_a_whole_chunk_replay_like_any_other_journal(spark, tmp_path, monkeypatch):
+    """A chunk of the watermark pass with no event or clock row (only lines that could not be placed) is a task
+    without rows: the replay goes on past it."""
+    from replay.engine import watermarks
+
+    monkeypatch.setattr(watermarks, "CHUNK_ROWS", 4)  # seq 4-7, the second chunk, are all malformed
+    landing, lake = str(tmp_path / "landing"), str(tmp_path / "lake")
+    write_jsonl(landing, "a.jsonl", [event(0), event(1, second=1)])
+    with open(os.path.join(landing, "a.jsonl"), "a") as f:
+        f.write("".join(f'{{"partition": 0, broken {i}\n' for i in range(6)))
+        f.write("\n".join(json.dumps(event(o, second=o)) for o in (2, 3)) + "\n")
+    ingest(spark, landing, lake)
+    runner.run(spark, lake, POLICY)
+    read = lambda name: default_store().read(spark, runner.output_path(lake, "production", name))  # noqa: E731
+    assert sorted(r["seq"] for r in read("decisions").collect()) == [0, 1, 8, 9]
+    assert sorted(r["seq"] for r in read("dead_letters").where(F.col("reason") == "malformed").collect()) == [
+        2, 3, 4, 5, 6, 7]

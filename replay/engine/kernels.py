@@ -29,16 +29,23 @@ def running_watermarks(rows: DataFrame, start, merged: bool) -> DataFrame:
     schema = StructType([*rows.schema.fields, *(StructField(c, LongType(), False) for c in added)])
 
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        whole = pa.Table.from_batches(list(batches))
-        if whole.num_rows == 0:
-            return
-        chunks = whole.column("chunk").to_numpy()
-        present = np.unique(chunks)  # one chunk per task, unless Spark put several into one
-        for chunk in present:
-            part = whole if len(present) == 1 else whole.filter(pa.array(chunks == chunk))
+        for chunk, part in by_chunk(batches):
             yield from _chunk(part, table[:, chunk - first], caps[chunk - first], parts, merged).to_batches()
 
     return rows.repartitionById(table.shape[1], F.col("chunk") - first).mapInArrow(per_task, schema)
+
+
+def by_chunk(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
+    """A task's rows, chunk by chunk (their `chunk` column): one chunk per task, unless Spark put several into
+    one; none when the task got no rows."""
+    batches = list(batches)
+    if not batches:
+        return
+    whole = pa.Table.from_batches(batches)
+    chunks = whole.column("chunk").to_numpy()
+    present = np.unique(chunks)
+    for chunk in present:
+        yield int(chunk), whole if len(present) == 1 else whole.filter(pa.array(chunks == chunk))
 
 
 def _chunk(rows: pa.Table, start: np.ndarray, cap: int, parts: np.ndarray, merged: bool) -> pa.Table:
@@ -106,16 +113,10 @@ def offset_steps(events: DataFrame, tasks: int) -> list[tuple[int, int, int, int
     partition, seq, offset, hour. Each chunk is sorted by numpy in a task of its own (`tasks` of them, however
     few partitions the source has), and each chunk's first and last offsets join the chunks up on the driver."""
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        batches = list(batches)
-        if not batches:  # a task without chunks
-            return
-        whole = pa.Table.from_batches(batches)
-        chunks = whole.column("chunk").to_numpy()
-        for chunk in np.unique(chunks):
-            part = whole.filter(pa.array(chunks == chunk))
+        for chunk, part in by_chunk(batches):
             columns = [part.column(c).to_numpy().astype(np.int64) for c in ("partition", "seq", "offset", "hour")]
             found = list(zip(*chunk_steps(*columns)))
-            yield pa.RecordBatch.from_arrays([pa.array([int(chunk)] * len(found[0]), pa.int32()),
+            yield pa.RecordBatch.from_arrays([pa.array([chunk] * len(found[0]), pa.int32()),
                                               pa.array(found[0], pa.int32()),
                                               *(pa.array(c, pa.int64()) for c in found[1:])], schema=_STEPS)
 
