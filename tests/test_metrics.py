@@ -96,17 +96,11 @@ def test_the_table_has_its_columns_in_order(spark):
     assert tuple(hourly(decisions, dead).columns) == COLUMNS
 
 
-
 def test_backward_offsets_from_the_duplicate_checks_kernel_equal_those_from_the_decisions(spark):
     """A whole replay takes its backward offsets from the per-chunk sort its duplicate check already made."""
-    from replay.engine.kernels import offset_steps
-    from replay.engine.pipeline import backward_table
-    from replay.engine.watermarks import chunk_column
+    from replay.engine.pipeline import backward_table, offset_steps
 
     decisions, dead = _decisions(spark)
-    events = decisions.where(F.col("kind") == "event").select(
-        chunk_column(1000).alias("chunk"), "partition", "seq", "offset",
-        F.unix_micros(F.date_trunc("hour", "arrival_time")).alias("hour"))
-    steps = offset_steps(events, 3)  # seq 1-5, 3000-3002 and 6000: three chunks, the steps across them
+    steps = offset_steps(decisions.where(F.col("kind") == "event"), 1000)  # seq 1-5, 3000-3002, 6000: 3 chunks
     assert [(p, b, n) for p, _, b, n in steps] == [(0, 1, 1), (1, 0, 1), (1, 1, 1)]  # seq 5 repeats offset 10
     assert _rows(hourly(decisions, dead, backward_table(spark, steps))) == _rows(hourly(decisions, dead))

@@ -95,10 +95,7 @@ def prepare(journal: DataFrame, history: DataFrame | None = None,
     no_repeats = rows.select(*_PREPARED, F.lit(False).alias("duplicate"))
     backward = None
     if whole:
-        steps = kernels.offset_steps(journal.where(F.col("kind") == "event").select(
-            watermarks.chunk_column().alias("chunk"), "partition", "seq", "offset",
-            F.unix_micros(F.date_trunc("hour", "arrival_time")).alias("hour"),
-        ), int(journal.sparkSession.conf.get("spark.sql.shuffle.partitions")))
+        steps = offset_steps(journal.where(F.col("kind") == "event"))
         backward = backward_table(journal.sparkSession, steps)
         if not steps:  # no offset at or below its partition's previous one: none repeats
             return no_repeats, [], backward
@@ -117,6 +114,15 @@ def prepare(journal: DataFrame, history: DataFrame | None = None,
     duplicate = (F.col("kind") == "event") & F.coalesce(F.col("seq") > F.col("_first"), F.lit(False))
     decided = rows.join(table, ["partition", "offset"], "left").select(*_PREPARED, duplicate.alias("duplicate"))
     return decided, [firsts], backward
+
+
+def offset_steps(events: DataFrame, chunk_rows: int | None = None) -> list[tuple[int, int, int, int]]:
+    """`kernels.offset_steps` of events (partition, seq, offset, arrival_time), cut into the watermark pass's
+    chunks (of `chunk_rows`), hours as metrics.hourly truncates them, a task per shuffle partition."""
+    return kernels.offset_steps(events.select(
+        watermarks.chunk_column(chunk_rows).alias("chunk"), "partition", "seq", "offset",
+        F.unix_micros(F.date_trunc("hour", "arrival_time")).alias("hour"),
+    ), int(events.sparkSession.conf.get("spark.sql.shuffle.partitions")))
 
 
 def backward_table(spark, steps: list[tuple[int, int, int, int]]) -> DataFrame:
