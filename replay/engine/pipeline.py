@@ -211,15 +211,18 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     else:
         win = _no_windows(journal)
         dead = dropped.unionByName(malformed)
-    dead = _with_raw(dead, journal, cached, rows_at_most)
+    dead = dead.persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(dead)
+    letters = _with_raw(dead, journal, rows_at_most)
     before = {p: v.wp for p, v in state.partitions.items()}
     timeline = watermarks.timeline(in_range(full), before=before).select(
         "partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
         _instant("wp").alias("watermark"), _instant("output_watermark").alias("output_watermark"),
     )
     after = _state_after(full, policy, d, state, scopes_before, raised, still_open) if keep_state else None
+    # the metrics count dead letters, which need no raw text: they skip the join with the journal
     hourly = metrics.hourly(decisions, dead, backward if since_seq is None else None)
-    return Outputs(decisions, win, dead, timeline, hourly, cached, after)
+    return Outputs(decisions, win, letters, timeline, hourly, cached, after)
 
 
 def _scopes(policy: Policy, partitions) -> list[int]:
@@ -267,17 +270,15 @@ def _malformed(journal: DataFrame) -> DataFrame:
     )
 
 
-def _with_raw(dead: DataFrame, journal: DataFrame, cached: list[DataFrame], rows_at_most: int | None) -> DataFrame:
+def _with_raw(dead: DataFrame, journal: DataFrame, rows_at_most: int | None) -> DataFrame:
     """Dead letters keep what was read and where: `source`, `source_line` and `payload` (the raw text the
     journal kept for a malformed row or an event without a valid event time; else the journal row as JSON).
-    They are usually few: counted first (and kept, in `cached`), up to BROADCAST_DEAD they are broadcast to
-    the journal's rows, whose payloads then stay where they are instead of being shuffled for a join. Each is
-    a journal row, so `rows_at_most` bounds them too: no count then."""
+    They are usually few: counted first (`dead` is persisted by the caller), up to BROADCAST_DEAD they are
+    broadcast to the journal's rows, whose payloads then stay where they are instead of being shuffled for a
+    join. Each is a journal row, so `rows_at_most` bounds them too: no count then."""
     row = F.to_json(F.struct("partition", "offset", "arrival_time", "event_time", "key", "value"))
     raw = journal.select("seq", F.coalesce("payload", F.when(F.col("kind") == "event", row)).alias("payload"),
                          "source", "source_line")
-    dead = dead.persist(StorageLevel.MEMORY_AND_DISK)
-    cached.append(dead)
     few = rows_at_most is not None and rows_at_most <= BROADCAST_DEAD
     if not few and dead.count() > BROADCAST_DEAD:
         return dead.join(raw, "seq", "left")
@@ -310,8 +311,8 @@ def _empty(journal: DataFrame, state: State, materialize: Callable[[DataFrame], 
     if job is not None:
         no_windows = windows.job_windows(engine_rows(decisions), job_sql.decided_events(decisions, job),
                                          job.policy, job.grouping, job.aggregates, True).windows
-    cached = []
-    dead = _with_raw(_malformed(journal), journal, cached, None)
+    dead = _malformed(journal).persist(StorageLevel.MEMORY_AND_DISK)
+    letters = _with_raw(dead, journal, None)
     timeline = spark.createDataFrame([], "partition int, seq long, arrival_time timestamp, watermark timestamp, "
                                          "output_watermark timestamp")
-    return Outputs(decisions, no_windows, dead, timeline, metrics.hourly(decisions, dead), cached, state=state)
+    return Outputs(decisions, no_windows, letters, timeline, metrics.hourly(decisions, dead), [dead], state=state)
