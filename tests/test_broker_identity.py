@@ -118,15 +118,15 @@ def _duplicates(spark, offsets: list[tuple[int, int]], whole: bool) -> list[int]
 
     rows = [{"partition": p, "offset": o, "arrival_time": f"2024-01-01T00:00:{i:02d}Z",
              "event_time": f"2024-01-01T00:00:{i:02d}Z", "key": "k", "value": 1} for i, (p, o) in enumerate(offsets)]
-    prepared, cached, _ = prepare(journal.from_rows(spark, rows), whole=whole)
-    found = sorted(r["seq"] for r in prepared.where("duplicate").collect())
-    for df in cached:
+    prepared = prepare(journal.from_rows(spark, rows), whole=whole)
+    found = sorted(r["seq"] for r in prepared.rows.where("duplicate").collect())
+    for df in prepared.cached:
         df.unpersist()
     return found
 
 
 def test_a_whole_journal_finds_the_same_repeats_whether_or_not_its_offsets_rise_everywhere(spark):
-    """A whole journal's check first sorts each partition's offsets by seq (kernels.offset_steps): offsets that
+    """A whole journal's check first sorts each partition's offsets by seq (kernels.chunk_pass): offsets that
     rise everywhere repeat nothing, and an offset equal to its predecessor's (not backwards) is still a repeat."""
     rising = [(0, 0), (1, 7), (0, 1), (1, 8), (0, 5)]
     level = [(0, 0), (0, 1), (1, 1), (0, 1), (0, 2)]  # seq 3 repeats seq 1, right after it in partition 0

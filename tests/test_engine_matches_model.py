@@ -6,10 +6,13 @@ import copy
 import json
 
 from hypothesis import HealthCheck, given, settings
+from pyspark.sql import functions as F
 
 from replay.cli.compare import diff
 from replay.conformance import engine_case
-from replay.engine import watermarks
+from replay.engine import pipeline, watermarks
+from replay.io import journal as journal_io
+from replay.model.policy import Policy
 from tests.examples import examples
 from tests.journals import journals, policies
 from tests.model import run_model
@@ -41,3 +44,21 @@ def test_engine_matches_model_across_chunks_of_many_partitions(spark, monkeypatc
     watermark of up to 12 partitions (most without rows in a given chunk) is found per chunk."""
     monkeypatch.setattr(watermarks, "CHUNK_ROWS", 4)
     _assert_engine_matches_model(spark, policy, journal)
+
+
+@_settings(10)
+@given(policy=policies(), journal=journals(max_partitions=6))
+def test_a_whole_journals_first_pass_finds_the_chunk_maxima_the_aggregation_finds(spark, policy, journal):
+    """The pass that sorts each chunk's offsets also takes the watermark terms' maxima, so the watermark pass
+    needs no aggregation of its own; chunks of 4 rows, the engine's columns (`watermarks.contributions`)."""
+    policy = Policy.from_dict(policy)
+    prepared = pipeline.prepare(journal_io.from_rows(spark, journal), whole=True, policy=policy)
+    rows = prepared.rows.withColumn("chunk", watermarks.chunk_column(4))
+    aggregated = sorted((r[0], r[1], r[2], r[3] if r[3] is not None else watermarks.NEG)
+                        for r in watermarks.contributions(rows, policy).groupBy("chunk", "partition")
+                        .agg(F.max("floor_c"), F.max("event_c")).collect())
+    _, maxima = pipeline.first_pass(prepared.rows, policy, chunk_rows=4)
+    if policy.punctuated:
+        assert maxima is None
+    elif prepared.maxima is not None:  # else something repeats: the aggregation runs on the duplicates found
+        assert maxima == aggregated

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replay.engine.decisions import NEG
-from replay.engine.kernels import chunk_steps, grouped_running_max, joined_up, minimum_of_steps
+from replay.engine.kernels import chunk_maxima, chunk_steps, grouped_running_max, joined_up, minimum_of_steps
 
 VALUES = st.one_of(st.just(NEG), st.integers(-1_000, 1_000), st.integers(-2**61, 2**61))
 
@@ -89,3 +89,14 @@ def test_offset_steps_per_chunk_joined_up_count_each_events_step_from_its_partit
         columns = [np.array(c, dtype=np.int64)[within] for c in (partition, seq, offset, hour)]
         rows += [(chunk // size, *r) for r in chunk_steps(*columns)]
     assert joined_up(rows) == sorted((p, h, b, n) for (p, h), (b, n) in expected.items())
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(chunks())
+def test_chunk_maxima_are_each_partitions_greatest_values(chunk):
+    group, values, _ = chunk
+    expected = {}
+    for g, v, w in zip(group.tolist(), values.tolist(), (-values).tolist()):
+        a, b = expected.get(g, (NEG, NEG))
+        expected[g] = (max(a, v), max(b, w))
+    assert chunk_maxima(group, values, -values) == sorted((g, a, b) for g, (a, b) in expected.items())

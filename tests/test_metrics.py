@@ -98,9 +98,10 @@ def test_the_table_has_its_columns_in_order(spark):
 
 def test_backward_offsets_from_the_duplicate_checks_kernel_equal_those_from_the_decisions(spark):
     """A whole replay takes its backward offsets from the per-chunk sort its duplicate check already made."""
-    from replay.engine.pipeline import backward_table, offset_steps
+    from replay.engine.pipeline import backward_table, first_pass
 
     decisions, dead = _decisions(spark)
-    steps = offset_steps(decisions.where(F.col("kind") == "event"), 1000)  # seq 1-5, 3000-3002, 6000: 3 chunks
+    rows = decisions.select("seq", "partition", "offset", "kind", F.unix_micros("arrival_time").alias("arrival"))
+    steps, _ = first_pass(rows, chunk_rows=1000)  # seq 1-5, 3000-3002, 6000: 3 chunks
     assert [(p, b, n) for p, _, b, n in steps] == [(0, 1, 1), (1, 0, 1), (1, 1, 1)]  # seq 5 repeats offset 10
     assert _rows(hourly(decisions, dead, backward_table(spark, steps))) == _rows(hourly(decisions, dead))

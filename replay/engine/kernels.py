@@ -102,26 +102,45 @@ def minimum_of_steps(after: np.ndarray, before: np.ndarray, cap: int) -> np.ndar
     return np.minimum(least, cap)
 
 
-STEPS = "chunk int, partition int, hour long, backward long, not_rising long, first long, last long"
-_STEPS = pa.schema([(name, pa.int32() if name in ("chunk", "partition") else pa.int64())
-                    for name in ("chunk", "partition", "hour", "backward", "not_rising", "first", "last")])
+PASS = ("chunk int, partition int, hour long, backward long, not_rising long, first long, last long, "
+        "floor long, events long")
+_PASS = pa.schema([(name, pa.int32() if name in ("chunk", "partition") else pa.int64())
+                   for name in ("chunk", "partition", "hour", "backward", "not_rising", "first", "last", "floor",
+                                "events")])
 
 
-def offset_steps(events: DataFrame, tasks: int) -> list[tuple[int, int, int, int]]:
-    """Per partition and hour of arrival (microseconds), when any: `backward`, events whose offset is below the
-    previous event's in their partition in seq order, and `not_rising`, those at or below it. `events`: chunk,
-    partition, seq, offset, hour. Each chunk is sorted by numpy in a task of its own (`tasks` of them, however
-    few partitions the source has), and each chunk's first and last offsets join the chunks up on the driver."""
+def chunk_pass(rows: DataFrame, tasks: int) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int, int]]]:
+    """One pass over journal rows (chunk, partition, seq, offset, hour, event, floor, events), a chunk per task
+    (`tasks` of them, however few partitions the source has), sorted by numpy there. Gives the events' offset
+    steps (`joined_up`: per partition and hour of arrival, events whose offset is below, or at or below, the
+    previous event's in their partition in seq order) and, per chunk and partition, the maxima of `floor` and
+    `events` (the watermark's two terms, `watermarks.Starts.from_maxima`), so no other pass is needed for them."""
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for chunk, part in by_chunk(batches):
-            columns = [part.column(c).to_numpy().astype(np.int64) for c in ("partition", "seq", "offset", "hour")]
-            found = list(zip(*chunk_steps(*columns)))
-            yield pa.RecordBatch.from_arrays([pa.array([chunk] * len(found[0]), pa.int32()),
-                                              pa.array(found[0], pa.int32()),
-                                              *(pa.array(c, pa.int64()) for c in found[1:])], schema=_STEPS)
+            event = part.column("event").to_numpy()
+            columns = {c: part.column(c).to_numpy().astype(np.int64)
+                       for c in ("partition", "seq", "offset", "hour", "floor", "events")}
+            found = [(*r, None, None) for r in chunk_steps(*(columns[c][event] for c in ("partition", "seq", "offset",
+                                                                                          "hour")))]
+            found += [(p, None, None, None, None, None, f, e)
+                      for p, f, e in chunk_maxima(columns["partition"], columns["floor"], columns["events"])]
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([chunk] * len(found), pa.int32()), *(pa.array(c, t) for c, t in zip(
+                    zip(*found), [pa.int32(), *[pa.int64()] * 7]))], schema=_PASS)
 
-    found = events.repartitionById(tasks, F.pmod("chunk", F.lit(tasks))).mapInArrow(per_task, STEPS).collect()
-    return joined_up([tuple(r) for r in found])
+    found = [tuple(r) for r in rows.repartitionById(tasks, F.pmod("chunk", F.lit(tasks))).mapInArrow(
+        per_task, PASS).collect()]
+    maxima = sorted((r[0], r[1], r[7], r[8]) for r in found if r[7] is not None)
+    return joined_up([r[:7] for r in found if r[7] is None]), maxima
+
+
+def chunk_maxima(partition: np.ndarray, *values: np.ndarray) -> list[tuple[int, ...]]:
+    """(partition, the maximum of each of `values`) for each partition with rows."""
+    order = np.argsort(partition, kind="stable")
+    p = partition[order]
+    starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]]) if len(p) else np.array([], dtype=np.int64)
+    maxima = [np.maximum.reduceat(v[order], starts) if len(p) else [] for v in values]
+    return [(int(p[s]), *(int(m[i]) for m in maxima)) for i, s in enumerate(starts)]
 
 
 def chunk_steps(partition: np.ndarray, seq: np.ndarray, offset: np.ndarray, hour: np.ndarray) -> list[tuple]:

@@ -74,18 +74,28 @@ def engine_rows(decisions: DataFrame) -> DataFrame:
     )
 
 
-def prepare(journal: DataFrame, history: DataFrame | None = None,
-            whole: bool = False) -> tuple[DataFrame, list[DataFrame], DataFrame | None]:
+@dataclass
+class Prepared:
+    """Journal rows the semantics act on (`prepare`), the DataFrames cached for them (free them when done) and,
+    for a whole journal, what its first pass found: backward offsets (metrics.hourly's `backward`) and each
+    chunk's watermark maxima (`watermarks.decide`'s `maxima`; None when something repeats)."""
+
+    rows: DataFrame
+    cached: list[DataFrame] = field(default_factory=list)
+    backward: DataFrame | None = None
+    maxima: list[tuple[int, int, int, int]] | None = None
+
+
+def prepare(journal: DataFrame, history: DataFrame | None = None, whole: bool = False,
+            policy: Policy | None = None) -> Prepared:
     """Journal rows the semantics act on (events and clocks), times in integer microseconds, with
     `duplicate`: an event whose (partition, offset) appeared at an earlier seq, in `journal` or in
-    `history` (the journal rows before it, when `journal` continues from a checkpoint). Also the cached
-    DataFrames to free when done, and, when `whole` (`journal` continues no earlier rows: no `history`, no
-    state), its backward offsets per partition and hour (metrics.hourly's `backward`).
+    `history` (the journal rows before it, when `journal` continues from a checkpoint).
 
-    Offsets usually rise in every partition: then nothing repeats, and the sort that shows it (per chunk, on
-    the executors: `kernels.offset_steps`) also gives the metrics their backward offsets. Else repeated
-    (partition, offset) pairs are found by one aggregation; they are usually few, so the rows meet them in a
-    broadcast join."""
+    Offsets usually rise in every partition: then nothing repeats. When `whole` (`journal` continues no earlier
+    rows: no `history`, no state), one pass per chunk on the executors (`first_pass`) shows it, and gives the
+    metrics their backward offsets and `policy`'s watermark its chunk maxima. Else repeated (partition, offset)
+    pairs are found by one aggregation; they are usually few, so the rows meet them in a broadcast join."""
     rows = journal.where(F.col("kind").isin("event", "clock")).select(
         "seq", "partition", "offset", "kind",
         F.unix_micros("arrival_time").alias("arrival"),
@@ -95,10 +105,10 @@ def prepare(journal: DataFrame, history: DataFrame | None = None,
     no_repeats = rows.select(*_PREPARED, F.lit(False).alias("duplicate"))
     backward = None
     if whole:
-        steps = offset_steps(journal.where(F.col("kind") == "event"))
+        steps, maxima = first_pass(no_repeats, policy)
         backward = backward_table(journal.sparkSession, steps)
         if not steps:  # no offset at or below its partition's previous one: none repeats
-            return no_repeats, [], backward
+            return Prepared(no_repeats, [], backward, maxima)
     events = rows.where(F.col("kind") == "event").select("partition", "offset", "seq")
     if history is not None:
         earlier = (history.where(F.col("kind") == "event").select("partition", "offset", "seq")
@@ -109,24 +119,37 @@ def prepare(journal: DataFrame, history: DataFrame | None = None,
     repeated = firsts.count()
     if repeated == 0:
         firsts.unpersist()
-        return no_repeats, [], backward
+        return Prepared(no_repeats, [], backward)
     table = F.broadcast(firsts) if repeated <= BROADCAST_REPEATS else firsts
     duplicate = (F.col("kind") == "event") & F.coalesce(F.col("seq") > F.col("_first"), F.lit(False))
     decided = rows.join(table, ["partition", "offset"], "left").select(*_PREPARED, duplicate.alias("duplicate"))
-    return decided, [firsts], backward
+    return Prepared(decided, [firsts], backward)
 
 
-def offset_steps(events: DataFrame, chunk_rows: int | None = None) -> list[tuple[int, int, int, int]]:
-    """`kernels.offset_steps` of events (partition, seq, offset, arrival_time), cut into the watermark pass's
-    chunks (of `chunk_rows`), hours as metrics.hourly truncates them, a task per shuffle partition."""
-    return kernels.offset_steps(events.select(
-        watermarks.chunk_column(chunk_rows).alias("chunk"), "partition", "seq", "offset",
-        F.unix_micros(F.date_trunc("hour", "arrival_time")).alias("hour"),
-    ), int(events.sparkSession.conf.get("spark.sql.shuffle.partitions")))
+def first_pass(rows: DataFrame, policy: Policy | None = None, chunk_rows: int | None = None
+               ) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int, int]] | None]:
+    """`kernels.chunk_pass` of prepared rows (seq, partition, offset, kind, arrival, ...; none a duplicate), cut
+    into the watermark pass's chunks (of `chunk_rows`), hours as metrics.hourly truncates them, a task per
+    shuffle partition: the events' offset steps, and the chunk maxima of `policy`'s watermark terms (None
+    without a policy, or for punctuations, which are not maxima of the rows)."""
+    terms = policy is not None and not policy.punctuated
+    if terms:
+        rows = watermarks.contributions(rows, policy)
+        floor, events = F.col("floor_c"), F.col("event_c")
+    else:
+        floor = events = F.lit(NEG)
+    steps, maxima = kernels.chunk_pass(rows.select(
+        watermarks.chunk_column(chunk_rows).alias("chunk"), "partition", "seq",
+        F.coalesce("offset", F.lit(0)).alias("offset"),
+        F.unix_micros(F.date_trunc("hour", F.timestamp_micros("arrival"))).alias("hour"),
+        (F.col("kind") == "event").alias("event"),
+        F.coalesce(floor, F.lit(NEG)).alias("floor"), F.coalesce(events, F.lit(NEG)).alias("events"),
+    ), int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions")))
+    return steps, maxima if terms else None
 
 
 def backward_table(spark, steps: list[tuple[int, int, int, int]]) -> DataFrame:
-    """`kernels.offset_steps` rows as metrics.hourly's `backward`: per partition and hour, when any."""
+    """`kernels.chunk_pass`'s offset steps as metrics.hourly's `backward`: per partition and hour, when any."""
     rows = [(p, h, b) for p, h, b, _ in steps if b]
     return spark.createDataFrame(rows, "partition int, hour long, backward_offsets long").select(
         "partition", F.timestamp_micros("hour").alias("hour"), "backward_offsets")
@@ -157,8 +180,9 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     custom = job is not None and not job.is_spec
     whole = state is None and history is None  # not a live batch, nor a replay from a checkpoint
     state = state or State()
-    rows, repeats, backward = prepare(journal, history, whole)
-    d = watermarks.decide(rows, policy, state, partitions)
+    prepared = prepare(journal, history, whole, policy)
+    rows, repeats, backward = prepared.rows, prepared.cached, prepared.backward
+    d = watermarks.decide(rows, policy, state, partitions, prepared.maxima)
     if d is None:
         for df in repeats:
             df.unpersist()

@@ -101,15 +101,17 @@ class Decided:
     keys: DataFrame | None = None
 
 
-def decide(rows: DataFrame, policy: Policy, state: State | None = None,
-           partitions: list[int] | None = None) -> Decided | None:
+def decide(rows: DataFrame, policy: Policy, state: State | None = None, partitions: list[int] | None = None,
+           maxima: list[tuple[int, int, int, int]] | None = None) -> Decided | None:
     """Journal rows (engine.prepare) -> decisions, continuing from `state`. `partitions`: the partitions of the
-    source when known up front (else those with rows). None when there are no rows."""
+    source when known up front (else those with rows). `maxima`: (chunk, partition, max of the floor term, max
+    of the event term) of the rows, when a pass over them found these already (`pipeline.first_pass`). None when
+    there are no rows."""
     state = state or State()
     rows = rows.withColumn("chunk", chunk_column())
     if policy.punctuated:  # never with timestamp_by: arrival_time (the policy refuses it)
         return _punctuated(arrival_checks(rows, policy), policy, state, partitions)
-    return _bounded(rows, policy, state, partitions)
+    return _bounded(rows, policy, state, partitions, maxima)
 
 
 def _source_partitions(seen, state: State, partitions: list[int] | None) -> list[int]:
@@ -131,7 +133,7 @@ def _by_partition(rows: DataFrame, values: dict, name: str, default) -> DataFram
     return _with_constants(rows, ["partition"], list(values.items()), name, default)
 
 
-def _contributions(rows: DataFrame, policy: Policy) -> DataFrame:
+def contributions(rows: DataFrame, policy: Policy) -> DataFrame:
     """The arrival checks, and the two terms of the bounded watermark: arrival - L, and t - O of events.
     With `timestamp_by: arrival_time` the floor is arrival - O: the watermark is the latest arrival of the
     partition (events and clocks) minus O, and the event term (t - O = arrival - O) never exceeds it."""
@@ -142,22 +144,24 @@ def _contributions(rows: DataFrame, policy: Policy) -> DataFrame:
     return checked.withColumn("floor_c", floor).withColumn("event_c", F.when(F.col("passed"), F.col("t") - O))
 
 
-def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int] | None) -> Decided | None:
+def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int] | None,
+             maxima: list[tuple[int, int, int, int]] | None) -> Decided | None:
     """W_s = max(max over kept events of the scope of t - O, max over all rows of the partition of
     arrival - L). An out-of-order event never raises it, so the maxima may include every event."""
-    ends = (_contributions(rows, policy).groupBy("chunk", "partition")
-            .agg(F.max("floor_c").alias("f"), F.max("event_c").alias("e")).collect())
-    if not ends:
+    if maxima is None:
+        maxima = [tuple(r) for r in contributions(rows, policy).groupBy("chunk", "partition")
+                  .agg(F.max("floor_c"), F.max("event_c")).collect()]
+    if not maxima:
         return None
-    parts = _source_partitions({r["partition"] for r in ends}, state, partitions)
-    floor_start = Starts.from_maxima([(r["chunk"], r["partition"], r["f"]) for r in ends], parts,
+    parts = _source_partitions({p for _, p, _, _ in maxima}, state, partitions)
+    floor_start = Starts.from_maxima([(c, p, f) for c, p, f, _ in maxima], parts,
                                      initial={p: state.partition(p).floor for p in parts})
-    event_start = Starts.from_maxima([(r["chunk"], r["partition"], r["e"]) for r in ends], parts,
+    event_start = Starts.from_maxima([(c, p, e) for c, p, _, e in maxima], parts,
                                      initial={p: state.partition(p).events for p in parts})
     if policy.substream_by:
         # The checks run again after the shuffle: moving the 9 journal columns is cheaper than moving 16.
         rows = rows.repartition(floor_start.last - floor_start.first + 1, "chunk")
-        decided, keys = _substreams(_contributions(rows, policy), policy, floor_start, state)
+        decided, keys = _substreams(contributions(rows, policy), policy, floor_start, state)
         after = {p: PartitionState(floor=floor_start.ends[p], wp=floor_start.ends[p]) for p in parts}
         return Decided(decided, floor_start, after, keys)
     wp_start = floor_start.combine(event_start)
@@ -171,7 +175,7 @@ def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts) -> DataFra
     value, `w_before`, its value before the row, and the merged output watermark, all found per chunk by
     numpy on the executors (`kernels.running_watermarks`). What travels there as Arrow is what the
     decisions need after it, checked already; `kind` goes as a flag, as strings cost most to convert."""
-    checked = _contributions(rows, policy)
+    checked = contributions(rows, policy)
     c = F.greatest("floor_c", F.coalesce("event_c", F.lit(NEG)))
     narrow = checked.select(
         "seq", "partition", "offset", (F.col("kind") == "event").alias("_event"), "arrival", "key", "value",
