@@ -110,11 +110,12 @@ _PASS = pa.schema([(name, pa.int32() if name in ("chunk", "partition") else pa.i
 
 
 def chunk_pass(rows: DataFrame, tasks: int) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int, int]]]:
-    """One pass over journal rows (chunk, partition, seq, offset, hour, event, floor, events), a chunk per task
-    (`tasks` of them, however few partitions the source has), sorted by numpy there. Gives the events' offset
-    steps (`joined_up`: per partition and hour of arrival, events whose offset is below, or at or below, the
-    previous event's in their partition in seq order) and, per chunk and partition, the maxima of `floor` and
-    `events` (the watermark's two terms, `watermarks.Starts.from_maxima`), so no other pass is needed for them."""
+    """One pass over journal rows (chunk, partition, seq, offset, hour, event, floor, events), the chunks spread
+    over `tasks` tasks however few partitions the source has (a task holds its chunks' rows at once, and numpy
+    sorts them chunk by chunk). Gives the events' offset steps (`joined_up`: per partition and hour of arrival,
+    events whose offset is below, or at or below, the previous event's in their partition in seq order) and, per
+    chunk and partition, the maxima of `floor` and `events` (the watermark's two terms,
+    `watermarks.Starts.from_maxima`), so no other pass is needed for them."""
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for chunk, part in by_chunk(batches):
             event = part.column("event").to_numpy()
