@@ -62,3 +62,16 @@ def test_a_whole_journals_first_pass_finds_the_chunk_maxima_the_aggregation_find
         assert maxima is None
     elif prepared.maxima is not None:  # else something repeats: the aggregation runs on the duplicates found
         assert maxima == aggregated
+
+
+@_settings(10)
+@given(policy=policies(), journal=journals(max_partitions=6))
+def test_a_whole_journals_first_pass_finds_the_same_whatever_task_holds_each_row(spark, policy, journal):
+    """The first pass takes rows where they lie and cuts each task's into stretches of consecutive seq: one task
+    holding every row, and five tasks holding scattered rows (stretches of one row), find the same offset steps
+    and chunk maxima."""
+    policy = Policy.from_dict(policy)
+    rows = pipeline.prepare(journal_io.from_rows(spark, journal)).rows
+    together = pipeline.first_pass(rows.coalesce(1), policy, chunk_rows=4)
+    scattered = pipeline.first_pass(rows.repartition(5), policy, chunk_rows=4)
+    assert scattered == together

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replay.engine.decisions import NEG
-from replay.engine.kernels import chunk_maxima, chunk_steps, grouped_running_max, joined_up, minimum_of_steps
+from replay.engine.kernels import (chunk_maxima, chunk_steps, grouped_running_max, joined_up, minimum_of_steps,
+                                   stretches)
 
 VALUES = st.one_of(st.just(NEG), st.integers(-1_000, 1_000), st.integers(-2**61, 2**61))
 
@@ -100,3 +101,9 @@ def test_chunk_maxima_are_each_partitions_greatest_values(chunk):
         a, b = expected.get(g, (NEG, NEG))
         expected[g] = (max(a, v), max(b, w))
     assert chunk_maxima(group, values, -values) == sorted((g, a, b) for g, (a, b) in expected.items())
+
+
+def test_a_stretch_ends_at_a_gap_in_seq_and_at_a_chunks_end():
+    seq, chunk = np.array([1, 2, 3, 5, 6, 7, 7]), np.array([0, 0, 0, 0, 1, 1, 1])
+    assert stretches(seq, chunk) == [(0, 3), (3, 4), (4, 6), (6, 7)]
+    assert stretches(seq[:0], chunk[:0]) == []

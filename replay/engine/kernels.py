@@ -102,37 +102,59 @@ def minimum_of_steps(after: np.ndarray, before: np.ndarray, cap: int) -> np.ndar
     return np.minimum(least, cap)
 
 
-PASS = ("chunk int, partition int, hour long, backward long, not_rising long, first long, last long, "
+PASS = ("stretch long, chunk int, partition int, hour long, backward long, not_rising long, first long, last long, "
         "floor long, events long")
-_PASS = pa.schema([(name, pa.int32() if name in ("chunk", "partition") else pa.int64())
-                   for name in ("chunk", "partition", "hour", "backward", "not_rising", "first", "last", "floor",
-                                "events")])
+_PASS = pa.schema([(name, pa.int64() if name not in ("chunk", "partition") else pa.int32())
+                   for name in ("stretch", "chunk", "partition", "hour", "backward", "not_rising", "first", "last",
+                                "floor", "events")])
 
 
-def chunk_pass(rows: DataFrame, tasks: int) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int, int]]]:
-    """One pass over journal rows (chunk, partition, seq, offset, hour, event, floor, events), the chunks spread
-    over `tasks` tasks however few partitions the source has (a task holds its chunks' rows at once, and numpy
-    sorts them chunk by chunk). Gives the events' offset steps (`joined_up`: per partition and hour of arrival,
-    events whose offset is below, or at or below, the previous event's in their partition in seq order) and, per
-    chunk and partition, the maxima of `floor` and `events` (the watermark's two terms,
-    `watermarks.Starts.from_maxima`), so no other pass is needed for them."""
+def chunk_pass(rows: DataFrame) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int, int]]]:
+    """One pass over journal rows (chunk, partition, seq, offset, hour, event, row, floor, events) where they lie:
+    no shuffle. Each task cuts its rows, in seq order, into stretches of consecutive seq within a chunk (`stretches`);
+    no other task holds a row inside a stretch, so stretches are whole, disjoint seq ranges, joined up in seq order
+    afterwards. Gives the events' offset steps (`joined_up`: per partition and hour of arrival, events whose offset
+    is below, or at or below, the previous event's in their partition in seq order) and, per chunk and partition,
+    the maxima of `floor` and `events` over the rows flagged `row` (the watermark's two terms,
+    `watermarks.Starts.from_maxima`). Ingest writes a journal file as runs of consecutive seq, so stretches are
+    about as many as the scan's splits; a layout that scatters seq over files gives more, not wrong, results."""
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for chunk, part in by_chunk(batches):
-            event = part.column("event").to_numpy()
-            columns = {c: part.column(c).to_numpy().astype(np.int64)
-                       for c in ("partition", "seq", "offset", "hour", "floor", "events")}
-            found = [(*r, None, None) for r in chunk_steps(*(columns[c][event] for c in ("partition", "seq", "offset",
-                                                                                          "hour")))]
-            found += [(p, None, None, None, None, None, f, e)
-                      for p, f, e in chunk_maxima(columns["partition"], columns["floor"], columns["events"])]
-            yield pa.RecordBatch.from_arrays(
-                [pa.array([chunk] * len(found), pa.int32()), *(pa.array(c, t) for c, t in zip(
-                    zip(*found), [pa.int32(), *[pa.int64()] * 7]))], schema=_PASS)
+        batches = list(batches)
+        if not batches:
+            return
+        part = pa.Table.from_batches(batches)
+        order = np.argsort(part.column("seq").to_numpy(), kind="stable")
+        columns = {c: part.column(c).to_numpy().astype(np.int64)[order]
+                   for c in ("chunk", "partition", "seq", "offset", "hour", "floor", "events")}
+        event, row = (part.column(c).to_numpy()[order] for c in ("event", "row"))
+        found = []
+        for lo, hi in stretches(columns["seq"], columns["chunk"]):
+            ahead = (int(columns["seq"][lo]), int(columns["chunk"][lo]))
+            e, r = np.flatnonzero(event[lo:hi]) + lo, np.flatnonzero(row[lo:hi]) + lo
+            found += [(*ahead, *s, None, None) for s in chunk_steps(*(columns[c][e] for c in ("partition", "seq",
+                                                                                             "offset", "hour")))]
+            found += [(*ahead, p, None, None, None, None, None, f, x)
+                      for p, f, x in chunk_maxima(columns["partition"][r], columns["floor"][r], columns["events"][r])]
+        if found:
+            yield pa.RecordBatch.from_arrays([pa.array(c, t) for c, t in zip(zip(*found), _PASS.types)], schema=_PASS)
 
-    found = [tuple(r) for r in rows.repartitionById(tasks, F.pmod("chunk", F.lit(tasks))).mapInArrow(
-        per_task, PASS).collect()]
-    maxima = sorted((r[0], r[1], r[7], r[8]) for r in found if r[7] is not None)
-    return joined_up([r[:7] for r in found if r[7] is None]), maxima
+    found = [tuple(r) for r in rows.mapInArrow(per_task, PASS).collect()]
+    maxima = {}  # (chunk, partition) -> the two maxima, over the chunk's stretches
+    for r in found:
+        if r[8] is not None:
+            f, e = maxima.get((r[1], r[2]), (r[8], r[9]))
+            maxima[(r[1], r[2])] = (max(f, r[8]), max(e, r[9]))
+    steps = joined_up([(r[0], *r[2:8]) for r in found if r[8] is None])
+    return steps, sorted((c, p, f, e) for (c, p), (f, e) in maxima.items())
+
+
+def stretches(seq: np.ndarray, chunk: np.ndarray) -> list[tuple[int, int]]:
+    """[lo, hi) index ranges of sorted `seq` that run without a gap and within one chunk."""
+    if len(seq) == 0:
+        return []
+    cuts = np.flatnonzero((seq[1:] != seq[:-1] + 1) | (chunk[1:] != chunk[:-1])) + 1
+    bounds = [0, *cuts.tolist(), len(seq)]
+    return list(zip(bounds, bounds[1:]))
 
 
 def chunk_maxima(partition: np.ndarray, *values: np.ndarray) -> list[tuple[int, ...]]:
@@ -167,8 +189,9 @@ def chunk_steps(partition: np.ndarray, seq: np.ndarray, offset: np.ndarray, hour
 
 
 def joined_up(rows: list[tuple]) -> list[tuple[int, int, int, int]]:
-    """The chunks' `chunk_steps` rows, each led by its chunk: their counts, plus the step from each partition's
-    last offset in one chunk to its first in the next chunk where it has events."""
+    """`chunk_steps` rows of disjoint seq ranges, each led by a key that orders the ranges (a chunk, or a stretch's
+    first seq): their counts, plus the step from each partition's last offset in one range to its first in the
+    next range where it has events."""
     counts, ends = {}, sorted((r[1], r[0], r[5], r[6], r[2]) for r in rows if r[5] is not None)
 
     def add(key, backward, not_rising):

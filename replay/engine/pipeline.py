@@ -96,16 +96,17 @@ def prepare(journal: DataFrame, history: DataFrame | None = None, whole: bool = 
     rows: no `history`, no state), one pass per chunk on the executors (`first_pass`) shows it, and gives the
     metrics their backward offsets and `policy`'s watermark its chunk maxima. Else repeated (partition, offset)
     pairs are found by one aggregation; they are usually few, so the rows meet them in a broadcast join."""
-    rows = journal.where(F.col("kind").isin("event", "clock")).select(
+    every = journal.select(
         "seq", "partition", "offset", "kind",
         F.unix_micros("arrival_time").alias("arrival"),
         F.unix_micros("event_time").alias("et"),
         "key", "value",
     )
+    rows = every.where(F.col("kind").isin("event", "clock"))
     no_repeats = rows.select(*_PREPARED, F.lit(False).alias("duplicate"))
     backward = None
-    if whole:
-        steps, maxima = first_pass(no_repeats, policy)
+    if whole:  # every kind: malformed rows leave no gaps in seq to cut the pass's stretches at
+        steps, maxima = first_pass(every.select(*_PREPARED, F.lit(False).alias("duplicate")), policy)
         backward = backward_table(journal.sparkSession, steps)
         if not steps:  # no offset at or below its partition's previous one: none repeats
             return Prepared(no_repeats, [], backward, maxima)
@@ -128,10 +129,10 @@ def prepare(journal: DataFrame, history: DataFrame | None = None, whole: bool = 
 
 def first_pass(rows: DataFrame, policy: Policy | None = None, chunk_rows: int | None = None
                ) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int, int]] | None]:
-    """`kernels.chunk_pass` of prepared rows (seq, partition, offset, kind, arrival, ...; none a duplicate), cut
-    into the watermark pass's chunks (of `chunk_rows`), hours as metrics.hourly truncates them, a task per
-    shuffle partition: the events' offset steps, and the chunk maxima of `policy`'s watermark terms (None
-    without a policy, or for punctuations, which are not maxima of the rows)."""
+    """`kernels.chunk_pass` of journal rows (seq, partition, offset, kind, arrival, ...; none a duplicate) where
+    they lie, cut into the watermark pass's chunks (of `chunk_rows`), hours as metrics.hourly truncates them: the
+    events' offset steps, and the chunk maxima of `policy`'s watermark terms over events and clocks (None without
+    a policy, or for punctuations, which are not maxima of the rows). Rows of other kinds only join up the seq."""
     terms = policy is not None and not policy.punctuated
     if terms:
         rows = watermarks.contributions(rows, policy)
@@ -139,12 +140,12 @@ def first_pass(rows: DataFrame, policy: Policy | None = None, chunk_rows: int | 
     else:
         floor = events = F.lit(NEG)
     steps, maxima = kernels.chunk_pass(rows.select(
-        watermarks.chunk_column(chunk_rows).alias("chunk"), "partition", "seq",
-        F.coalesce("offset", F.lit(0)).alias("offset"),
-        F.unix_micros(F.date_trunc("hour", F.timestamp_micros("arrival"))).alias("hour"),
-        (F.col("kind") == "event").alias("event"),
+        watermarks.chunk_column(chunk_rows).alias("chunk"), F.coalesce("partition", F.lit(-1)).alias("partition"),
+        "seq", F.coalesce("offset", F.lit(0)).alias("offset"),
+        F.coalesce(F.unix_micros(F.date_trunc("hour", F.timestamp_micros("arrival"))), F.lit(0)).alias("hour"),
+        (F.col("kind") == "event").alias("event"), F.col("kind").isin("event", "clock").alias("row"),
         F.coalesce(floor, F.lit(NEG)).alias("floor"), F.coalesce(events, F.lit(NEG)).alias("events"),
-    ), int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions")))
+    ))
     return steps, maxima if terms else None
 
 
