@@ -93,9 +93,10 @@ def prepare(journal: DataFrame, history: DataFrame | None = None, whole: bool = 
     `history` (the journal rows before it, when `journal` continues from a checkpoint).
 
     Offsets usually rise in every partition: then nothing repeats. When `whole` (`journal` continues no earlier
-    rows: no `history`, no state), one pass per chunk on the executors (`first_pass`) shows it, and gives the
-    metrics their backward offsets and `policy`'s watermark its chunk maxima. Else repeated (partition, offset)
-    pairs are found by one aggregation; they are usually few, so the rows meet them in a broadcast join."""
+    rows: no `history`, no state), one pass on the executors over the rows where they lie (`first_pass`) shows
+    it, and gives the metrics their backward offsets and `policy`'s watermark its chunk maxima. Else repeated
+    (partition, offset) pairs are found by one aggregation; they are usually few, so the rows meet them in a
+    broadcast join."""
     every = journal.select(
         "seq", "partition", "offset", "kind",
         F.unix_micros("arrival_time").alias("arrival"),
