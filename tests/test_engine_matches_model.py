@@ -49,7 +49,7 @@ def test_engine_matches_model_across_chunks_of_many_partitions(spark, monkeypatc
 @_settings(10)
 @given(policy=policies(), journal=journals(max_partitions=6))
 def test_a_whole_journals_first_pass_finds_the_chunk_maxima_the_aggregation_finds(spark, policy, journal):
-    """The pass that sorts each chunk's offsets also takes the watermark terms' maxima, so the watermark pass
+    """The pass that sorts each stretch's offsets also takes the watermark terms' maxima, so the watermark pass
     needs no aggregation of its own; chunks of 4 rows, the engine's columns (`watermarks.contributions`)."""
     policy = Policy.from_dict(policy)
     prepared = pipeline.prepare(journal_io.from_rows(spark, journal), whole=True, policy=policy)

@@ -97,7 +97,7 @@ def test_the_table_has_its_columns_in_order(spark):
 
 
 def test_backward_offsets_from_the_duplicate_checks_kernel_equal_those_from_the_decisions(spark):
-    """A whole replay takes its backward offsets from the per-chunk sort its duplicate check already made."""
+    """A whole replay takes its backward offsets from the sort its duplicate check already made (the first pass)."""
     from replay.engine.pipeline import backward_table, first_pass
 
     decisions, dead = _decisions(spark)

@@ -103,7 +103,7 @@ def prepare(journal: DataFrame, history: DataFrame | None = None, whole: bool = 
         F.unix_micros("event_time").alias("et"),
         "key", "value",
     )
-    rows = every.where(F.col("kind").isin("event", "clock"))
+    rows = every.where(_acted_on())
     no_repeats = rows.select(*_PREPARED, F.lit(False).alias("duplicate"))
     backward = None
     if whole:  # every kind: malformed rows leave no gaps in seq to cut the pass's stretches at
@@ -144,10 +144,15 @@ def first_pass(rows: DataFrame, policy: Policy | None = None, chunk_rows: int | 
         watermarks.chunk_column(chunk_rows).alias("chunk"), F.coalesce("partition", F.lit(-1)).alias("partition"),
         "seq", F.coalesce("offset", F.lit(0)).alias("offset"),
         F.coalesce(F.unix_micros(F.date_trunc("hour", F.timestamp_micros("arrival"))), F.lit(0)).alias("hour"),
-        (F.col("kind") == "event").alias("event"), F.col("kind").isin("event", "clock").alias("row"),
+        (F.col("kind") == "event").alias("event"), _acted_on().alias("row"),
         F.coalesce(floor, F.lit(NEG)).alias("floor"), F.coalesce(events, F.lit(NEG)).alias("events"),
     ))
     return steps, maxima if terms else None
+
+
+def _acted_on() -> Column:
+    """The journal rows the semantics act on: events and clocks (not malformed or empty landing lines)."""
+    return F.col("kind").isin("event", "clock")
 
 
 def backward_table(spark, steps: list[tuple[int, int, int, int]]) -> DataFrame:
