@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from pyspark.sql import functions as F
 
@@ -57,7 +58,7 @@ def test_a_whole_journals_first_pass_finds_the_chunk_maxima_the_aggregation_find
     aggregated = sorted((r[0], r[1], r[2], r[3] if r[3] is not None else watermarks.NEG)
                         for r in watermarks.contributions(rows, policy).groupBy("chunk", "partition")
                         .agg(F.max("floor_c"), F.max("event_c")).collect())
-    _, maxima = pipeline.first_pass(prepared.rows, policy, chunk_rows=4)
+    maxima = pipeline.first_pass(prepared.rows, policy, chunk_rows=4).maxima
     if policy.punctuated:
         assert maxima is None
     elif prepared.maxima is not None:  # else something repeats: the aggregation runs on the duplicates found
@@ -74,4 +75,37 @@ def test_a_whole_journals_first_pass_finds_the_same_whatever_task_holds_each_row
     rows = pipeline.prepare(journal_io.from_rows(spark, journal)).rows
     together = pipeline.first_pass(rows.coalesce(1), policy, chunk_rows=4)
     scattered = pipeline.first_pass(rows.repartition(5), policy, chunk_rows=4)
-    assert scattered == together
+    assert (scattered.steps, scattered.maxima) == (together.steps, together.maxima)
+
+
+@_settings(8)
+@given(policy=policies(), journal=journals(max_partitions=6))
+def test_a_whole_replays_watermark_pass_decides_the_same_whatever_task_holds_each_row(spark, monkeypatch, policy,
+                                                                                       journal):
+    """The watermark pass takes the rows where the first pass found them, each stretch from its own start values:
+    one task holding every row, and five tasks holding scattered rows (stretches of one row), give the same
+    decisions; chunks of 4 rows."""
+    monkeypatch.setattr(watermarks, "CHUNK_ROWS", 4)
+    policy = Policy.from_dict(policy)
+    journal = journal_io.from_rows(spark, journal)
+
+    def decisions(layout):
+        out = pipeline.replay(layout, policy).decisions.orderBy("seq").collect()
+        return [r.asDict() for r in out]
+
+    assert decisions(journal.repartition(5)) == decisions(journal.coalesce(1))
+
+
+def test_the_watermark_pass_stops_when_a_task_holds_part_of_a_stretch(spark):
+    """Start values hold for a stretch only when one task holds all its rows: rows split otherwise than in the
+    first pass stop the replay, rather than decide from the wrong start values."""
+    policy = Policy.from_dict({"out_of_order_tolerance": "5s"})
+    journal = journal_io.from_rows(spark, [
+        {"partition": 0, "offset": i, "arrival_time": f"2024-01-01T00:00:{i:02d}Z",
+         "event_time": f"2024-01-01T00:00:{i:02d}Z"} for i in range(10)])
+    prepared = pipeline.prepare(journal.coalesce(1), whole=True, policy=policy)
+    assert len(prepared.lying.stretches.first) == 1  # one task held all ten rows
+    split = watermarks.AsTheyLie(prepared.lying.rows.repartition(2), prepared.lying.stretches)
+    d = watermarks.decide(prepared.rows, policy, maxima=prepared.maxima, lying=split)
+    with pytest.raises(Exception, match="split differently"):
+        d.rows.collect()

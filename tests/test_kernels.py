@@ -107,3 +107,8 @@ def test_a_stretch_ends_at_a_gap_in_seq_and_at_a_chunks_end():
     seq, chunk = np.array([1, 2, 3, 5, 6, 7, 7]), np.array([0, 0, 0, 0, 1, 1, 1])
     assert stretches(seq, chunk) == [(0, 3), (3, 4), (4, 6), (6, 7)]
     assert stretches(seq[:0], chunk[:0]) == []
+
+
+def test_a_stretch_ends_where_the_file_its_rows_were_read_from_changes():
+    seq, chunk, file = np.array([1, 2, 3, 4]), np.zeros(4, dtype=np.int64), np.array([9, 9, 8, 8])
+    assert stretches(seq, chunk, file) == [(0, 2), (2, 4)]

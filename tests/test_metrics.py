@@ -102,6 +102,6 @@ def test_backward_offsets_from_the_duplicate_checks_kernel_equal_those_from_the_
 
     decisions, dead = _decisions(spark)
     rows = decisions.select("seq", "partition", "offset", "kind", F.unix_micros("arrival_time").alias("arrival"))
-    steps, _ = first_pass(rows, chunk_rows=1000)  # seq 1-5, 3000-3002, 6000: 3 chunks
+    steps = first_pass(rows, chunk_rows=1000).steps  # seq 1-5, 3000-3002, 6000: 3 chunks
     assert [(p, b, n) for p, _, b, n in steps] == [(0, 1, 1), (1, 0, 1), (1, 1, 1)]  # seq 5 repeats offset 10
     assert _rows(hourly(decisions, dead, backward_table(spark, steps))) == _rows(hourly(decisions, dead))

@@ -1,13 +1,16 @@
-"""The watermark pass's sequential part, vectorized: numpy over one chunk's rows on the executors.
+"""The watermark pass's sequential part, vectorized: numpy over a stretch of rows on the executors.
 
-Each chunk's rows go to one task (`repartitionById`, no sort in Spark) and reach Python as Arrow batches
+A whole replay's rows stay where they lie: the first pass (`chunk_pass`) cut each task's rows into stretches of
+consecutive `seq`, and the watermark pass finds the same stretches in the same tasks (`Stretches`). Else each
+chunk's rows go to one task (`repartitionById`, no sort in Spark). They reach Python as Arrow batches
 (`mapInArrow`). There, in `seq` order, every partition's running maximum starts from its value at the
-chunk's start, and the merged output watermark is the minimum over partitions of those step functions.
-Both are sorts, cumulative extrema and binary searches: O(n log n) per chunk, whatever the partitions.
+stretch's (or chunk's) start, and the merged output watermark is the minimum over partitions of those step
+functions. Both are sorts, cumulative extrema and binary searches: O(n log n), whatever the partitions.
 """
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -16,10 +19,23 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 
-def running_watermarks(rows: DataFrame, start, merged: bool) -> DataFrame:
-    """Adds `wp` (the row's partition's running maximum of `c` after the row, from its value at the chunk's
-    start in `start`, a `watermarks.Starts`), `w_before` (the same before the row) and, when `merged`, `merged`
-    (the minimum over all partitions of their `wp` after the row). Rows carry `chunk`, `partition`, `seq`, `c`."""
+@dataclass(frozen=True)
+class Stretches:
+    """The first pass's stretches, in seq order: each one's first and last seq and its number of rows (of every
+    kind), and per (stretch index, partition) the maxima of the watermark's two terms over the rows it acts on."""
+
+    first: np.ndarray
+    last: np.ndarray
+    rows: np.ndarray
+    maxima: list[tuple[int, int, int, int]]
+
+
+def running_watermarks(rows: DataFrame, start, merged: bool, where: Stretches | None = None) -> DataFrame:
+    """Adds `wp` (the row's partition's running maximum of `c` after the row, from its value at the start of its
+    chunk, or with `where`, of its stretch, in `start`, a `watermarks.Starts` over those), `w_before` (the same
+    before the row) and, when `merged`, `merged` (the minimum over all partitions of their `wp` after the row).
+    Rows carry `chunk`, `partition`, `seq`, `c`; with `where`, also `row` (the semantics act on it: others count
+    towards their stretch, and are left out)."""
     parts = np.array(sorted(start.values), dtype=np.int64)
     table = np.array([start.values[p] for p in parts], dtype=np.int64).reshape(len(parts), -1)
     lowest = start.lowest_after()
@@ -28,11 +44,43 @@ def running_watermarks(rows: DataFrame, start, merged: bool) -> DataFrame:
     added = ["wp", "w_before", *(["merged"] if merged else [])]
     schema = StructType([*rows.schema.fields, *(StructField(c, LongType(), False) for c in added)])
 
-    def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def per_chunk(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for chunk, part in by_chunk(batches):
             yield from _chunk(part, table[:, chunk - first], caps[chunk - first], parts, merged).to_batches()
 
-    return rows.repartitionById(table.shape[1], F.col("chunk") - first).mapInArrow(per_task, schema)
+    def per_stretch(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for i, part in by_stretch(batches, where):
+            if part.num_rows:
+                yield from _chunk(part, table[:, i], caps[i], parts, merged).to_batches()
+
+    if where is not None:
+        return rows.mapInArrow(per_stretch, schema)
+    return rows.repartitionById(table.shape[1], F.col("chunk") - first).mapInArrow(per_chunk, schema)
+
+
+def by_stretch(batches: Iterator[pa.RecordBatch], where: Stretches) -> Iterator[tuple[int, pa.Table]]:
+    """A task's rows the semantics act on, stretch by stretch (an index into `where`). The task must hold every row
+    of each of its stretches, as in the first pass: the same scan gives the same splits. Should a stretch be split
+    (the cluster's cores changed between the passes, say), its start values would be wrong: that stops the replay."""
+    batches = list(batches)
+    if not batches:
+        return
+    whole = pa.Table.from_batches(batches)
+    seq = whole.column("seq").to_numpy()
+    at = np.searchsorted(where.first, seq, side="right") - 1
+    held, counts = np.unique(at, return_counts=True)
+    unseen = (at < 0) | (seq > where.last[np.maximum(at, 0)])  # in no stretch of the first pass
+    short = counts != where.rows[np.maximum(held, 0)]
+    if unseen.any() or short.any():
+        around = int(seq[unseen][0]) if unseen.any() else int(where.first[held[short][0]])
+        raise RuntimeError(
+            f"a task of the watermark pass holds part of the journal's rows around seq {around}, which the first pass "
+            "found whole in one task: the two passes got the rows split differently (did the cluster's cores change "
+            "between them?); run the replay again")
+    acted = whole.column("row").to_numpy(zero_copy_only=False)
+    for i in held:
+        keep = acted & (at == i)
+        yield int(i), whole if keep.all() else whole.filter(pa.array(keep))
 
 
 def by_chunk(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
@@ -103,21 +151,32 @@ def minimum_of_steps(after: np.ndarray, before: np.ndarray, cap: int) -> np.ndar
 
 
 PASS = ("stretch long, chunk int, partition int, hour long, backward long, not_rising long, first long, last long, "
-        "floor long, events long")
+        "floor long, events long, rows long")
 _PASS = pa.schema([(name, pa.int64() if name not in ("chunk", "partition") else pa.int32())
                    for name in ("stretch", "chunk", "partition", "hour", "backward", "not_rising", "first", "last",
-                                "floor", "events")])
+                                "floor", "events", "rows")])
 
 
-def chunk_pass(rows: DataFrame) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int, int]]]:
-    """One pass over journal rows (chunk, partition, seq, offset, hour, event, row, floor, events) where they lie:
-    no shuffle. Each task cuts its rows, in seq order, into stretches of consecutive seq within a chunk (`stretches`);
-    no other task holds a row inside a stretch, so stretches are whole, disjoint seq ranges, joined up in seq order
-    afterwards. Gives the events' offset steps (`joined_up`: per partition and hour of arrival, events whose offset
-    is below, or at or below, the previous event's in their partition in seq order) and, per chunk and partition,
-    the maxima of `floor` and `events` over the rows flagged `row` (the watermark's two terms,
-    `watermarks.Starts.from_maxima`). Ingest writes a journal file as runs of consecutive seq, so stretches are
-    about as many as the scan's splits; a layout that scatters seq over files gives more, not wrong, results."""
+@dataclass(frozen=True)
+class FirstPass:
+    """What `chunk_pass` found: the events' offset steps (`joined_up`), the watermark terms' maxima per chunk and
+    partition, and the stretches (with their own maxima), where the watermark pass can take the rows again."""
+
+    steps: list[tuple[int, int, int, int]]
+    maxima: list[tuple[int, int, int, int]]
+    stretches: Stretches
+
+
+def chunk_pass(rows: DataFrame) -> FirstPass:
+    """One pass over journal rows (chunk, file, partition, seq, offset, hour, event, row, floor, events) where they
+    lie: no shuffle. Each task cuts its rows, in seq order, into stretches of consecutive seq within a chunk and a
+    file (`stretches`); no other task holds a row inside a stretch, so stretches are whole, disjoint seq ranges,
+    joined up in seq order afterwards. Gives the events' offset steps (`joined_up`: per partition and hour of
+    arrival, events whose offset is below, or at or below, the previous event's in their partition in seq order)
+    and, per chunk (and per stretch) and partition, the maxima of `floor` and `events` over the rows flagged `row`
+    (the watermark's two terms, `watermarks.Starts.from_maxima`). Ingest writes a journal file as runs of
+    consecutive seq, so stretches are about as many as the journal's files; a layout that scatters seq over files
+    gives more, not wrong, results."""
     def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = list(batches)
         if not batches:
@@ -125,35 +184,41 @@ def chunk_pass(rows: DataFrame) -> tuple[list[tuple[int, int, int, int]], list[t
         part = pa.Table.from_batches(batches)
         order = np.argsort(part.column("seq").to_numpy(), kind="stable")
         columns = {c: part.column(c).to_numpy().astype(np.int64)[order]
-                   for c in ("chunk", "partition", "seq", "offset", "hour", "floor", "events")}
+                   for c in ("chunk", "file", "partition", "seq", "offset", "hour", "floor", "events")}
         event, row = (part.column(c).to_numpy()[order] for c in ("event", "row"))
         found = []
-        for lo, hi in stretches(columns["seq"], columns["chunk"]):
+        for lo, hi in stretches(columns["seq"], columns["chunk"], columns["file"]):
             ahead = (int(columns["seq"][lo]), int(columns["chunk"][lo]))
             e, r = np.flatnonzero(event[lo:hi]) + lo, np.flatnonzero(row[lo:hi]) + lo
-            found += [(*ahead, *s, None, None) for s in chunk_steps(*(columns[c][e] for c in ("partition", "seq",
-                                                                                             "offset", "hour")))]
-            found += [(*ahead, p, None, None, None, None, None, f, x)
+            found += [(*ahead, *s, None, None, None) for s in chunk_steps(*(columns[c][e] for c in (
+                "partition", "seq", "offset", "hour")))]
+            found += [(*ahead, p, None, None, None, None, None, f, x, None)
                       for p, f, x in chunk_maxima(columns["partition"][r], columns["floor"][r], columns["events"][r])]
-        if found:
-            yield pa.RecordBatch.from_arrays([pa.array(c, t) for c, t in zip(zip(*found), _PASS.types)], schema=_PASS)
+            found.append((*ahead, None, None, None, None, None, int(columns["seq"][hi - 1]), None, None, hi - lo))
+        yield pa.RecordBatch.from_arrays([pa.array(c, t) for c, t in zip(zip(*found), _PASS.types)], schema=_PASS)
 
     found = [tuple(r) for r in rows.mapInArrow(per_task, PASS).collect()]
-    maxima = {}  # (chunk, partition) -> the two maxima, over the chunk's stretches
+    census = sorted((r[0], r[7], r[10]) for r in found if r[10] is not None)
+    index = {first: i for i, (first, _, _) in enumerate(census)}
+    maxima, by_stretch = {}, []  # (chunk, partition) -> the two maxima, over the chunk's stretches
     for r in found:
         if r[8] is not None:
             f, e = maxima.get((r[1], r[2]), (r[8], r[9]))
             maxima[(r[1], r[2])] = (max(f, r[8]), max(e, r[9]))
-    steps = joined_up([(r[0], *r[2:8]) for r in found if r[8] is None])
-    return steps, sorted((c, p, f, e) for (c, p), (f, e) in maxima.items())
+            by_stretch.append((index[r[0]], r[2], r[8], r[9]))
+    steps = joined_up([(r[0], *r[2:8]) for r in found if r[8] is None and r[10] is None])
+    where = Stretches(*(np.array([c[i] for c in census], dtype=np.int64) for i in range(3)), sorted(by_stretch))
+    return FirstPass(steps, sorted((c, p, f, e) for (c, p), (f, e) in maxima.items()), where)
 
 
-def stretches(seq: np.ndarray, chunk: np.ndarray) -> list[tuple[int, int]]:
-    """[lo, hi) index ranges of sorted `seq` that run without a gap and within one chunk."""
+def stretches(seq: np.ndarray, chunk: np.ndarray, file: np.ndarray | None = None) -> list[tuple[int, int]]:
+    """[lo, hi) index ranges of sorted `seq` that run without a gap and within one chunk (and one `file`)."""
     if len(seq) == 0:
         return []
-    cuts = np.flatnonzero((seq[1:] != seq[:-1] + 1) | (chunk[1:] != chunk[:-1])) + 1
-    bounds = [0, *cuts.tolist(), len(seq)]
+    cut = (seq[1:] != seq[:-1] + 1) | (chunk[1:] != chunk[:-1])
+    if file is not None:
+        cut |= file[1:] != file[:-1]
+    bounds = [0, *(np.flatnonzero(cut) + 1).tolist(), len(seq)]
     return list(zip(bounds, bounds[1:]))
 
 

@@ -3,7 +3,7 @@ timeline and metrics out. Functions from DataFrames to DataFrames; no I/O, no cl
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
@@ -84,6 +84,7 @@ class Prepared:
     cached: list[DataFrame] = field(default_factory=list)
     backward: DataFrame | None = None
     maxima: list[tuple[int, int, int, int]] | None = None
+    lying: watermarks.AsTheyLie | None = None  # with `maxima`: the rows of every kind, and the pass's stretches
 
 
 def prepare(journal: DataFrame, history: DataFrame | None = None, whole: bool = False,
@@ -107,10 +108,13 @@ def prepare(journal: DataFrame, history: DataFrame | None = None, whole: bool = 
     no_repeats = rows.select(*_PREPARED, F.lit(False).alias("duplicate"))
     backward = None
     if whole:  # every kind: malformed rows leave no gaps in seq to cut the pass's stretches at
-        steps, maxima = first_pass(every.select(*_PREPARED, F.lit(False).alias("duplicate")), policy)
-        backward = backward_table(journal.sparkSession, steps)
-        if not steps:  # no offset at or below its partition's previous one: none repeats
-            return Prepared(no_repeats, [], backward, maxima)
+        all_kinds = every.select(*_PREPARED, F.lit(False).alias("duplicate"))
+        found = first_pass(all_kinds, policy)
+        backward = backward_table(journal.sparkSession, found.steps)
+        if not found.steps:  # no offset at or below its partition's previous one: none repeats
+            lying = None if found.maxima is None else watermarks.AsTheyLie(
+                all_kinds.withColumn("row", _acted_on()), found.stretches)
+            return Prepared(no_repeats, [], backward, found.maxima, lying)
     events = rows.where(F.col("kind") == "event").select("partition", "offset", "seq")
     if history is not None:
         earlier = (history.where(F.col("kind") == "event").select("partition", "offset", "seq")
@@ -128,26 +132,26 @@ def prepare(journal: DataFrame, history: DataFrame | None = None, whole: bool = 
     return Prepared(decided, [firsts], backward)
 
 
-def first_pass(rows: DataFrame, policy: Policy | None = None, chunk_rows: int | None = None
-               ) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int, int]] | None]:
+def first_pass(rows: DataFrame, policy: Policy | None = None, chunk_rows: int | None = None) -> kernels.FirstPass:
     """`kernels.chunk_pass` of journal rows (seq, partition, offset, kind, arrival, ...; none a duplicate) where
-    they lie, cut into the watermark pass's chunks (of `chunk_rows`), hours as metrics.hourly truncates them: the
-    events' offset steps, and the chunk maxima of `policy`'s watermark terms over events and clocks (None without
-    a policy, or for punctuations, which are not maxima of the rows). Rows of other kinds only join up the seq."""
+    they lie, cut into the watermark pass's chunks (of `chunk_rows`) and the files they were read from, hours as
+    metrics.hourly truncates them: the events' offset steps, and the chunk (and stretch) maxima of `policy`'s
+    watermark terms over events and clocks (maxima None without a policy, or for punctuations, which are not
+    maxima of the rows). Rows of other kinds only join up the seq."""
     terms = policy is not None and not policy.punctuated
     if terms:
         rows = watermarks.contributions(rows, policy)
         floor, events = F.col("floor_c"), F.col("event_c")
     else:
         floor = events = F.lit(NEG)
-    steps, maxima = kernels.chunk_pass(rows.select(
-        watermarks.chunk_column(chunk_rows).alias("chunk"), F.coalesce("partition", F.lit(-1)).alias("partition"),
-        "seq", F.coalesce("offset", F.lit(0)).alias("offset"),
+    found = kernels.chunk_pass(rows.select(
+        watermarks.chunk_column(chunk_rows).alias("chunk"), F.xxhash64(F.input_file_name()).alias("file"),
+        F.coalesce("partition", F.lit(-1)).alias("partition"), "seq", F.coalesce("offset", F.lit(0)).alias("offset"),
         F.coalesce(F.unix_micros(F.date_trunc("hour", F.timestamp_micros("arrival"))), F.lit(0)).alias("hour"),
         (F.col("kind") == "event").alias("event"), _acted_on().alias("row"),
         F.coalesce(floor, F.lit(NEG)).alias("floor"), F.coalesce(events, F.lit(NEG)).alias("events"),
     ))
-    return steps, maxima if terms else None
+    return found if terms else replace(found, maxima=None)
 
 
 def _acted_on() -> Column:
@@ -189,7 +193,7 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     state = state or State()
     prepared = prepare(journal, history, whole, policy)
     rows, repeats, backward = prepared.rows, prepared.cached, prepared.backward
-    d = watermarks.decide(rows, policy, state, partitions, prepared.maxima)
+    d = watermarks.decide(rows, policy, state, partitions, prepared.maxima, prepared.lying)
     if d is None:
         for df in repeats:
             df.unpersist()

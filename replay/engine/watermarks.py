@@ -2,12 +2,14 @@
 
 Every watermark is a running maximum. Rows are cut into chunks of consecutive `seq`; a small table of
 each chunk's maxima gives every chunk its starting values, and then each chunk computes its running
-maxima on its own (window functions over `chunk`). One shuffle, and no task needs all rows. Nothing
+maxima on its own. One shuffle by chunk at most, and no task needs all rows: a whole replay's rows stay
+where they lie, cut into the first pass's stretches (`AsTheyLie`), each with its own starting values. Nothing
 carries a column per partition: the cost is the same for 8 partitions or 512.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
@@ -92,7 +94,7 @@ def _running_max(c: Column, window, start: Column | None = None) -> Column:
 @dataclass
 class Decided:
     """Every row's decision, with `watermark` (its scope's, after the row) and `wp` (its partition's), clustered
-    by `chunk`; each partition's `wp` at the start of every chunk (keys: all partitions of the source); and
+    by `chunk` or where the journal's rows lie; each partition's `wp` at the start of every chunk (keys: all partitions of the source); and
     the state of every partition (and of every substream key) after the last row."""
 
     rows: DataFrame
@@ -101,17 +103,28 @@ class Decided:
     keys: DataFrame | None = None
 
 
+class AsTheyLie(NamedTuple):
+    """A whole journal's rows of every kind (`row`: the semantics act on it) as the first pass read them, and the
+    stretches it cut them into: the watermark pass takes them again where they lie, with no shuffle."""
+
+    rows: DataFrame
+    stretches: kernels.Stretches
+
+
+STRETCH_CELLS = 1_000_000  # partitions x stretches up to which the watermark pass takes the rows where they lie
+
+
 def decide(rows: DataFrame, policy: Policy, state: State | None = None, partitions: list[int] | None = None,
-           maxima: list[tuple[int, int, int, int]] | None = None) -> Decided | None:
+           maxima: list[tuple[int, int, int, int]] | None = None, lying: AsTheyLie | None = None) -> Decided | None:
     """Journal rows (engine.prepare) -> decisions, continuing from `state`. `partitions`: the partitions of the
     source when known up front (else those with rows). `maxima`: (chunk, partition, max of the floor term, max
-    of the event term) of the rows, when a pass over them found these already (`pipeline.first_pass`). None when
-    there are no rows."""
+    of the event term) of the rows, when a pass over them found these already (`pipeline.first_pass`), and
+    `lying`, the same rows where that pass found them. None when there are no rows."""
     state = state or State()
     rows = rows.withColumn("chunk", chunk_column())
     if policy.punctuated:  # never with timestamp_by: arrival_time (the policy refuses it)
         return _punctuated(arrival_checks(rows, policy), policy, state, partitions)
-    return _bounded(rows, policy, state, partitions, maxima)
+    return _bounded(rows, policy, state, partitions, maxima, lying)
 
 
 def _source_partitions(seen, state: State, partitions: list[int] | None) -> list[int]:
@@ -145,7 +158,7 @@ def contributions(rows: DataFrame, policy: Policy) -> DataFrame:
 
 
 def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int] | None,
-             maxima: list[tuple[int, int, int, int]] | None) -> Decided | None:
+             maxima: list[tuple[int, int, int, int]] | None, lying: AsTheyLie | None) -> Decided | None:
     """W_s = max(max over kept events of the scope of t - O, max over all rows of the partition of
     arrival - L). An out-of-order event never raises it, so the maxima may include every event."""
     if maxima is None:
@@ -167,21 +180,33 @@ def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int
     wp_start = floor_start.combine(event_start)
     after = {p: PartitionState(floor=floor_start.ends[p], events=event_start.ends[p], wp=wp_start.ends[p])
              for p in parts}
-    return Decided(_partition_scopes(rows, policy, wp_start), wp_start, after)
+    if lying is not None and len(parts) * len(lying.stretches.first) <= STRETCH_CELLS:
+        s, initial = lying.stretches, {p: state.partition(p) for p in parts}
+        span = (0, len(s.first) - 1)
+        by_stretch = Starts.from_maxima([(i, p, f) for i, p, f, _ in s.maxima], parts, span,
+                                        {p: v.floor for p, v in initial.items()}).combine(
+            Starts.from_maxima([(i, p, e) for i, p, _, e in s.maxima], parts, span,
+                               {p: v.events for p, v in initial.items()}))
+        decided = _partition_scopes(lying.rows.withColumn("chunk", chunk_column()), policy, by_stretch, s)
+    else:
+        decided = _partition_scopes(rows, policy, wp_start)
+    return Decided(decided, wp_start, after)
 
 
-def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts) -> DataFrame:
-    """Scope = partition: `wp`, the partition's running max of its contribution `c` from the chunk's start
-    value, `w_before`, its value before the row, and the merged output watermark, all found per chunk by
-    numpy on the executors (`kernels.running_watermarks`). What travels there as Arrow is what the
+def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts,
+                      where: kernels.Stretches | None = None) -> DataFrame:
+    """Scope = partition: `wp`, the partition's running max of its contribution `c` from the chunk's (or with
+    `where`, the stretch's) start value, `w_before`, its value before the row, and the merged output watermark,
+    all found by numpy on the executors (`kernels.running_watermarks`). What travels there as Arrow is what the
     decisions need after it, checked already; `kind` goes as a flag, as strings cost most to convert."""
     checked = contributions(rows, policy)
     c = F.greatest("floor_c", F.coalesce("event_c", F.lit(NEG)))
     narrow = checked.select(
         "seq", "partition", "offset", (F.col("kind") == "event").alias("_event"), "arrival", "key", "value",
-        "duplicate", "quarantined", "early", "late", "passed", "t", "chunk", c.alias("c"))
-    ran = kernels.running_watermarks(narrow, start, merged=not policy.independent)
-    ran = ran.withColumn("kind", F.when(F.col("_event"), "event").otherwise("clock")).drop("_event", "c")
+        "duplicate", "quarantined", "early", "late", "passed", "t", "chunk", c.alias("c"),
+        *(["row"] if where is not None else []))
+    ran = kernels.running_watermarks(narrow, start, merged=not policy.independent, where=where)
+    ran = ran.withColumn("kind", F.when(F.col("_event"), "event").otherwise("clock")).drop("_event", "c", "row")
     return ordering_check(ran, policy).withColumn("watermark", F.col("wp"))
 
 
