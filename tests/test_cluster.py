@@ -48,6 +48,8 @@ class Cluster:
                 return self.status()["aliveworkers"] == WORKERS
             except OSError:  # the master's UI is not listening yet
                 return False
+            except ValueError:  # listening, but its pages not yet in place: an HTML page answers /json/
+                return False
 
         _poll(registered, timeout, f"{WORKERS} workers to register with {self.master}", self)
 
