@@ -200,14 +200,14 @@ def chunk_pass(rows: DataFrame) -> FirstPass:
     found = [tuple(r) for r in rows.mapInArrow(per_task, PASS).collect()]
     census = sorted((r[0], r[7], r[10]) for r in found if r[10] is not None)
     index = {first: i for i, (first, _, _) in enumerate(census)}
-    maxima, by_stretch = {}, []  # (chunk, partition) -> the two maxima, over the chunk's stretches
+    maxima, per_stretch = {}, []  # (chunk, partition) -> the two maxima, over the chunk's stretches
     for r in found:
         if r[8] is not None:
             f, e = maxima.get((r[1], r[2]), (r[8], r[9]))
             maxima[(r[1], r[2])] = (max(f, r[8]), max(e, r[9]))
-            by_stretch.append((index[r[0]], r[2], r[8], r[9]))
+            per_stretch.append((index[r[0]], r[2], r[8], r[9]))
     steps = joined_up([(r[0], *r[2:8]) for r in found if r[8] is None and r[10] is None])
-    where = Stretches(*(np.array([c[i] for c in census], dtype=np.int64) for i in range(3)), sorted(by_stretch))
+    where = Stretches(*(np.array([c[i] for c in census], dtype=np.int64) for i in range(3)), sorted(per_stretch))
     return FirstPass(steps, sorted((c, p, f, e) for (c, p), (f, e) in maxima.items()), where)
 
 

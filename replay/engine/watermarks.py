@@ -94,8 +94,8 @@ def _running_max(c: Column, window, start: Column | None = None) -> Column:
 @dataclass
 class Decided:
     """Every row's decision, with `watermark` (its scope's, after the row) and `wp` (its partition's), clustered
-    by `chunk` or where the journal's rows lie; each partition's `wp` at the start of every chunk (keys: all partitions of the source); and
-    the state of every partition (and of every substream key) after the last row."""
+    by `chunk` or where the journal's rows lie; each partition's `wp` at the start of every chunk (keys: all
+    partitions of the source); and the state of every partition (and of every substream key) after the last row."""
 
     rows: DataFrame
     wp_start: Starts
@@ -167,10 +167,7 @@ def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int
     if not maxima:
         return None
     parts = _source_partitions({p for _, p, _, _ in maxima}, state, partitions)
-    floor_start = Starts.from_maxima([(c, p, f) for c, p, f, _ in maxima], parts,
-                                     initial={p: state.partition(p).floor for p in parts})
-    event_start = Starts.from_maxima([(c, p, e) for c, p, _, e in maxima], parts,
-                                     initial={p: state.partition(p).events for p in parts})
+    floor_start, event_start = _term_starts(maxima, parts, state)
     if policy.substream_by:
         # The checks run again after the shuffle: moving the 9 journal columns is cheaper than moving 16.
         rows = rows.repartition(floor_start.last - floor_start.first + 1, "chunk")
@@ -181,16 +178,22 @@ def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int
     after = {p: PartitionState(floor=floor_start.ends[p], events=event_start.ends[p], wp=wp_start.ends[p])
              for p in parts}
     if lying is not None and len(parts) * len(lying.stretches.first) <= STRETCH_CELLS:
-        s, initial = lying.stretches, {p: state.partition(p) for p in parts}
-        span = (0, len(s.first) - 1)
-        by_stretch = Starts.from_maxima([(i, p, f) for i, p, f, _ in s.maxima], parts, span,
-                                        {p: v.floor for p, v in initial.items()}).combine(
-            Starts.from_maxima([(i, p, e) for i, p, _, e in s.maxima], parts, span,
-                               {p: v.events for p, v in initial.items()}))
-        decided = _partition_scopes(lying.rows.withColumn("chunk", chunk_column()), policy, by_stretch, s)
+        s = lying.stretches
+        floor, events = _term_starts(s.maxima, parts, state, (0, len(s.first) - 1))
+        decided = _partition_scopes(lying.rows.withColumn("chunk", chunk_column()), policy, floor.combine(events), s)
     else:
         decided = _partition_scopes(rows, policy, wp_start)
     return Decided(decided, wp_start, after)
+
+
+def _term_starts(maxima: list[tuple[int, int, int, int]], parts: list[int], state: State,
+                 span: tuple[int, int] | None = None) -> tuple[Starts, Starts]:
+    """The bounded watermark's two terms (floor, events) at the start of every chunk, or stretch, of `maxima`
+    ((chunk or stretch, partition, floor max, events max)), each from its value in `state`."""
+    return (Starts.from_maxima([(c, p, f) for c, p, f, _ in maxima], parts, span,
+                               {p: state.partition(p).floor for p in parts}),
+            Starts.from_maxima([(c, p, e) for c, p, _, e in maxima], parts, span,
+                               {p: state.partition(p).events for p in parts}))
 
 
 def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts,
