@@ -201,16 +201,15 @@ def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts,
     """Scope = partition: `wp`, the partition's running max of its contribution `c` from the chunk's (or with
     `where`, the stretch's) start value, `w_before`, its value before the row, and the merged output watermark,
     all found by numpy on the executors (`kernels.running_watermarks`). What travels there as Arrow is what the
-    decisions need after it, checked already; `kind` goes as a flag, as strings cost most to convert."""
-    checked = contributions(rows, policy)
+    decisions need after it, the fewest columns: `kind` as a flag (strings cost most to convert), and the
+    event time, not the arrival checks' five columns, which are computed again on the way back."""
     c = F.greatest("floor_c", F.coalesce("event_c", F.lit(NEG)))
-    narrow = checked.select(
-        "seq", "partition", "offset", (F.col("kind") == "event").alias("_event"), "arrival", "key", "value",
-        "duplicate", "quarantined", "early", "late", "passed", "t", "chunk", c.alias("c"),
-        *(["row"] if where is not None else []))
+    narrow = contributions(rows, policy).select(
+        "seq", "partition", "offset", (F.col("kind") == "event").alias("_event"), "arrival", "et", "key", "value",
+        "duplicate", "chunk", c.alias("c"), *(["row"] if where is not None else []))
     ran = kernels.running_watermarks(narrow, start, merged=not policy.independent, where=where)
     ran = ran.withColumn("kind", F.when(F.col("_event"), "event").otherwise("clock")).drop("_event", "c", "row")
-    return ordering_check(ran, policy).withColumn("watermark", F.col("wp"))
+    return ordering_check(arrival_checks(ran, policy), policy).withColumn("watermark", F.col("wp"))
 
 
 def _substreams(rows: DataFrame, policy: Policy, floor_start: Starts, state: State) -> tuple[DataFrame, DataFrame]:
