@@ -7,11 +7,13 @@ import os
 import subprocess
 import sys
 
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from replay.io import spark as spark_io
+from replay.io.store import default_store
 from tests.session_settings import production_settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -129,9 +131,6 @@ def test_many_rows_keep_generated_code(spark):
 def test_the_columns_distinct_in_retraces_tables_are_written_without_a_parquet_dictionary(spark, tmp_path):
     """Parquet would keep a dictionary for a watermark column while its values repeat, then give it up; kind,
     with few values, keeps one."""
-    import pyarrow.parquet as pq
-
-    from replay.io.store import default_store
     rows = spark.range(100).select((F.col("id") % 10).alias("watermark"),
                                    F.when(F.col("id") % 2 == 0, "event").otherwise("clock").alias("kind"))
     default_store().write(rows.coalesce(1), str(tmp_path / "t"), mode="overwrite", metadata={})
