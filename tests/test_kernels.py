@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replay.engine.decisions import NEG
-from replay.engine.kernels import (chunk_maxima, chunk_steps, grouped_running_max, joined_up, minimum_of_steps,
-                                   stretches)
+from replay.engine.kernels import (Stretches, by_stretch, chunk_maxima, chunk_steps, grouped_running_max, joined_up,
+                                   minimum_of_steps, stretches)
 
 VALUES = st.one_of(st.just(NEG), st.integers(-1_000, 1_000), st.integers(-2**61, 2**61))
 
@@ -112,3 +113,12 @@ def test_a_stretch_ends_at_a_gap_in_seq_and_at_a_chunks_end():
 def test_a_stretch_ends_where_the_file_its_rows_were_read_from_changes():
     seq, chunk, file = np.array([1, 2, 3, 4]), np.zeros(4, dtype=np.int64), np.array([9, 9, 8, 8])
     assert stretches(seq, chunk, file) == [(0, 2), (2, 4)]
+
+
+def test_a_tasks_rows_come_out_stretch_by_stretch_without_the_rows_the_semantics_skip_in_any_order_read():
+    where = Stretches(first=np.array([0, 3, 5]), last=np.array([2, 4, 8]), rows=np.array([3, 2, 4]), maxima=[])
+    seq, row = np.arange(9), np.array([True, True, False, True, True, True, True, False, True])
+    for order in (np.arange(9), np.array([8, 0, 4, 2, 6, 1, 7, 3, 5])):
+        table = pa.table({"seq": seq[order], "row": row[order]})
+        got = {i: sorted(part.column("seq").to_pylist()) for i, part in by_stretch(table.to_batches(4), where)}
+        assert got == {0: [0, 1], 1: [3, 4], 2: [5, 6, 8]}

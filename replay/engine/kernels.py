@@ -78,9 +78,16 @@ def by_stretch(batches: Iterator[pa.RecordBatch], where: Stretches) -> Iterator[
             "found whole in one task: the two passes got the rows split differently (did the cluster's cores change "
             "between them?); run the replay again")
     acted = whole.column("row").to_numpy(zero_copy_only=False)
-    for i in held:
-        keep = acted & (at == i)
-        yield int(i), whole if keep.all() else whole.filter(pa.array(keep))
+    # the rows by stretch (as read, they usually are: then slices, no copy), each stretch a range of them: one pass,
+    # not one over all the task's rows for each of its stretches
+    order = None if (at[1:] >= at[:-1]).all() else np.argsort(at, kind="stable")
+    ends = np.searchsorted(at if order is None else at[order], held, side="right")
+    for i, lo, hi in zip(held, [0, *ends[:-1]], ends):
+        if order is None:
+            part, keep = whole.slice(lo, hi - lo), acted[lo:hi]
+        else:
+            part, keep = whole.take(pa.array(order[lo:hi])), acted[order[lo:hi]]
+        yield int(i), part if keep.all() else part.filter(pa.array(keep))
 
 
 def by_chunk(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
