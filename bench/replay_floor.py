@@ -92,9 +92,10 @@ def main(argv=None) -> dict:
             """The first pass's columns to Python (`pipeline.first_pass`), one row back per batch."""
             t, a = F.unix_micros("event_time"), F.unix_micros("arrival_time")
             hour = F.unix_micros(F.date_trunc("hour", "arrival_time"))
-            narrow = rows.select(chunk_column().alias("chunk"), F.xxhash64(F.input_file_name()).alias("file"),
-                                 "partition", "seq", "offset", hour.alias("hour"), (F.col("kind") == "event").alias(
-                                     "event"), F.lit(True).alias("row"), a.alias("floor"), t.alias("events"))
+            narrow = rows.select(
+                chunk_column().alias("chunk"), F.xxhash64(F.input_file_name()).alias("file"), "partition", "seq",
+                "offset", hour.alias("hour"), (F.col("kind") == "event").alias("event"), F.lit(True).alias("row"),
+                a.alias("floor"), t.alias("events"))
             narrow.mapInArrow(lambda batches: (_count(b) for b in batches), "n long").collect()
 
         def through_arrow():
@@ -107,9 +108,10 @@ def main(argv=None) -> dict:
                                  F.lit(True).alias("row"))
             back = narrow.mapInArrow(lambda batches: batches, narrow.schema)
             et = F.timestamp_micros("et")
-            decided = back.select("seq", "partition", "offset", F.when(F.col("_event"), "event").otherwise(
-                "clock").alias("kind"), F.lit("accepted").alias("action"), F.array().cast("array<string>").alias(
-                "reasons"), et.alias("timestamp"), et.alias("watermark"), et.alias("output_watermark"),
+            decided = back.select(
+                "seq", "partition", "offset", F.when(F.col("_event"), "event").otherwise("clock").alias("kind"),
+                F.lit("accepted").alias("action"), F.array().cast("array<string>").alias("reasons"),
+                et.alias("timestamp"), et.alias("watermark"), et.alias("output_watermark"),
                 F.timestamp_micros("arrival").alias("arrival_time"), "key", "value", et.alias("partition_watermark"))
             store.write(decided, os.path.join(out, "decisions_arrow"), mode="overwrite")
 
