@@ -16,7 +16,8 @@ the second (warm) time counts:
 - `replay run` itself.
 The floor is chunk maxima + decisions as a copy + windows: no replay that writes those tables can take less
 on this machine. The Arrow floor is the two passes through Python + windows: no replay whose sequential logic
-runs in Python over Arrow batches (the ground rules' design) can take less. The LAST line is one JSON object.
+runs in Python over Arrow batches (numpy on the executors, as the engine's) can take less.
+The LAST line is one JSON object.
 """
 from __future__ import annotations
 
