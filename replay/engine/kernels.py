@@ -78,15 +78,14 @@ def by_stretch(batches: Iterator[pa.RecordBatch], where: Stretches) -> Iterator[
             "found whole in one task: the two passes got the rows split differently (did the cluster's cores change "
             "between them?); run the replay again")
     acted = whole.column("row").to_numpy(zero_copy_only=False)
-    # the rows by stretch (as read, they usually are: then slices, no copy), each stretch a range of them: one pass,
-    # not one over all the task's rows for each of its stretches
-    order = None if (at[1:] >= at[:-1]).all() else np.argsort(at, kind="stable")
-    ends = np.searchsorted(at if order is None else at[order], held, side="right")
+    # the rows by stretch (as read, they usually are; else one stable sort), each stretch a range of them: slices,
+    # not a pass over all the task's rows for each of its stretches
+    if not (at[1:] >= at[:-1]).all():
+        order = np.argsort(at, kind="stable")
+        whole, acted, at = whole.take(pa.array(order)), acted[order], at[order]
+    ends = np.searchsorted(at, held, side="right")
     for i, lo, hi in zip(held, [0, *ends[:-1]], ends):
-        if order is None:
-            part, keep = whole.slice(lo, hi - lo), acted[lo:hi]
-        else:
-            part, keep = whole.take(pa.array(order[lo:hi])), acted[order[lo:hi]]
+        part, keep = whole.slice(lo, hi - lo), acted[lo:hi]
         yield int(i), part if keep.all() else part.filter(pa.array(keep))
 
 
