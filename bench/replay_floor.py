@@ -108,13 +108,11 @@ def main(argv=None) -> dict:
                                  F.lit(False).alias("duplicate"), chunk_column().alias("chunk"), t.alias("c"),
                                  F.lit(True).alias("row"))
             back = narrow.mapInArrow(lambda batches: batches, narrow.schema)
-            et = F.timestamp_micros("et")
-            decided = back.select(
+            journal_columns = back.select(
                 "seq", "partition", "offset", F.when(F.col("_event"), "event").otherwise("clock").alias("kind"),
-                F.lit("accepted").alias("action"), F.array().cast("array<string>").alias("reasons"),
-                et.alias("timestamp"), et.alias("watermark"), et.alias("output_watermark"),
-                F.timestamp_micros("arrival").alias("arrival_time"), "key", "value", et.alias("partition_watermark"))
-            store.write(decided, os.path.join(out, "decisions_arrow"), mode="overwrite")
+                F.timestamp_micros("arrival").alias("arrival_time"), F.timestamp_micros("et").alias("event_time"),
+                "key", "value")
+            store.write(decision_columns(journal_columns), os.path.join(out, "decisions_arrow"), mode="overwrite")
 
         def replay():
             runner.run(spark, lake, Policy.from_yaml(POLICY), target="production")
