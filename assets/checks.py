@@ -1,10 +1,10 @@
-"""Dagster asset checks on Retrace's outputs: the validations of `assets.quality` over the arrival range
+"""Dagster asset checks on every job's outputs: the validations of `assets.quality` over the arrival range
 of the run that materialized the outputs (its partition time window; the whole target when the run
 has no partition), with configurable thresholds and severities; the counts go into check metadata.
 
-`CHECKS` are the spec's job's; `job_checks(job)` makes those that hold for any job of the jobs folder on its
-assets `[<job>, ...]`: late events, windows emitted once, window rows unique, dead letters match and
-watermark delay (not conservation: a job's filter keeps kept events out of its windows).
+`job_checks(job)` makes them on the job's assets `[<job>, ...]`: late events, windows emitted once, window rows
+unique, dead letters match and watermark delay, and conservation (spec 7) where the job allows it
+(`Job.conserves`: no `where`, no transform, and an aggregate that counts members, as the spec's job has).
 
 No `from __future__ import annotations` here: Dagster reads the config classes from the annotations.
 """
@@ -14,11 +14,10 @@ from typing import Optional
 import dagster as dg
 
 from assets import quality
-from assets.partitions import HOURLY
+from assets.outputs import with_override
+from assets.partitions import HOURLY, RANGE_TAGS, partition_label
 from assets.quality_tables import Target
 from replay.model.jobs import Job
-from orchestration.alerts import RANGE_TAGS, partition_label
-from orchestration.resources import RetraceResource
 
 DEFAULTS = quality.Thresholds()
 
@@ -96,21 +95,14 @@ def _window(context) -> tuple[Optional[str], Optional[str]]:
                 HOURLY.time_window_for_partition_key(last).end.isoformat())
 
 
-def _evaluate(context, config: CheckConfig, retrace: RetraceResource, check: str, job: Optional[Job] = None,
-              **kwargs) -> dg.AssetCheckResult:
-    """Run validation `check` on the target of this run's replay: the spec's job's, or `job`'s."""
-    from assets.job_assets import with_override
-
-    severity = _severity(config)
+def _evaluate(context, config: CheckConfig, job: Job, check: str, **kwargs) -> dg.AssetCheckResult:
+    """Run validation `check` on `job`'s target of this run's replay (with the run's policy override)."""
+    retrace, severity = context.resources.retrace, _severity(config)
     replay = _replay_op_config(context)
     target = config.target or replay.get("target") or "production"
     override = replay.get("policy_override") if isinstance(replay.get("policy_override"), dict) else None
     start, end = _window(context)
-    if job is None:
-        t = Target(retrace.spark(), retrace.lake, target, retrace.policy(override), start, end)
-    else:
-        this = with_override(job, override)
-        t = Target(retrace.spark(), retrace.lake, target, this.policy, start, end, job=this)
+    t = Target(retrace.spark(), retrace.lake, target, with_override(job, override), start, end)
     outcome = quality.VALIDATIONS[check](t, **kwargs)
     partition = partition_label(context.run.tags)
     metadata: dict = {k: (dg.MetadataValue.float(float(v)) if isinstance(v, float) else dg.MetadataValue.int(int(v)))
@@ -118,7 +110,7 @@ def _evaluate(context, config: CheckConfig, retrace: RetraceResource, check: str
     metadata.update({
         "partition": dg.MetadataValue.text(partition),
         "target": dg.MetadataValue.text(target),
-        **({"job": dg.MetadataValue.text(job.name)} if job is not None else {}),
+        "job": dg.MetadataValue.text(job.name),
         "range": dg.MetadataValue.text(f"[{start or '-inf'}, {end or '+inf'})"),
         "applicable": dg.MetadataValue.bool(outcome.applicable),
     })
@@ -134,58 +126,14 @@ def _evaluate(context, config: CheckConfig, retrace: RetraceResource, check: str
                                description=description[:2000])
 
 
-@dg.asset_check(asset="metrics", name="late_events",
-                description="Early, late, out-of-order, dropped events and dead letters per hour within thresholds")
-def late_events(context: dg.AssetCheckExecutionContext, config: LateEventsConfig,
-                retrace: RetraceResource) -> dg.AssetCheckResult:
-    return _evaluate(context, config, retrace, "late_events", thresholds=_thresholds(config))
-
-
-@dg.asset_check(asset="decisions", name="conservation",
-                description="Per hour: events = windowed + dropped + quarantined + window_closed + unwindowed "
-                            "(+ open windows) (spec 7)")
-def conservation(context: dg.AssetCheckExecutionContext, config: CheckConfig,
-                 retrace: RetraceResource) -> dg.AssetCheckResult:
-    return _evaluate(context, config, retrace, "conservation")
-
-
-@dg.asset_check(asset="windows", name="windows_emitted_once",
-                description="Every window with counted events closed in range is emitted, with its count")
-def windows_emitted_once(context: dg.AssetCheckExecutionContext, config: CheckConfig,
-                         retrace: RetraceResource) -> dg.AssetCheckResult:
-    return _evaluate(context, config, retrace, "windows_emitted_once")
-
-
-@dg.asset_check(asset="windows", name="window_rows_unique",
-                description="No window has two rows")
-def window_rows_unique(context: dg.AssetCheckExecutionContext, config: CheckConfig,
-                       retrace: RetraceResource) -> dg.AssetCheckResult:
-    return _evaluate(context, config, retrace, "window_rows_unique")
-
-
-@dg.asset_check(asset="dead_letters", name="dead_letters_match",
-                description="Dropped and quarantined events are dead letters with their reason, once")
-def dead_letters_match(context: dg.AssetCheckExecutionContext, config: CheckConfig,
-                       retrace: RetraceResource) -> dg.AssetCheckResult:
-    return _evaluate(context, config, retrace, "dead_letters_match")
-
-
-@dg.asset_check(asset="watermarks", name="watermark_delay",
-                description="Arrival - output watermark within a bound, every hour")
-def watermark_delay(context: dg.AssetCheckExecutionContext, config: WatermarkDelayConfig,
-                    retrace: RetraceResource) -> dg.AssetCheckResult:
-    return _evaluate(context, config, retrace, "watermark_delay", thresholds=_thresholds(config))
-
-
-CHECKS = [late_events, conservation, windows_emitted_once, window_rows_unique, dead_letters_match, watermark_delay]
-
-
-# The checks that hold for any job: (asset table, check, its config, description).
-JOB_CHECKS = (
+# The checks: (asset table, check, its config, description); conservation only where the job allows it.
+CHECKS = (
     ("metrics", "late_events", LateEventsConfig,
      "Early, late, out-of-order, dropped events and dead letters per hour within thresholds"),
+    ("decisions", "conservation", CheckConfig,
+     "Per hour: events = windowed + dropped + quarantined + window_closed + unwindowed (+ open windows) (spec 7)"),
     ("windows", "windows_emitted_once", CheckConfig,
-     "Every (window, group) with counted events closed in range is emitted once, with its count(*) aggregate"),
+     "Every (window, group) with counted events closed in range is emitted once, with its count"),
     ("windows", "window_rows_unique", CheckConfig, "No (window, group) has two rows"),
     ("dead_letters", "dead_letters_match", CheckConfig,
      "Dropped and quarantined events are dead letters with their reason, once"),
@@ -194,20 +142,20 @@ JOB_CHECKS = (
 
 
 def job_checks(job: Job) -> list[dg.AssetChecksDefinition]:
-    """The checks of `JOB_CHECKS` on the assets `[<job>, <table>]` of a job of the jobs folder, over its
-    tables in LAKE/jobs/<job>/outputs/<target>/ and its policy (with the run's policy_override)."""
+    """The checks of `CHECKS` on the assets `[<job>, <table>]`, over the job's tables in
+    LAKE/jobs/<job>/outputs/<target>/ and its policy (with the run's policy_override)."""
     return [_job_check(job, table, check, config_type, description)
-            for table, check, config_type, description in JOB_CHECKS]
+            for table, check, config_type, description in CHECKS
+            if check != "conservation" or job.conserves]
 
 
 def _job_check(job: Job, table: str, check: str, config_type: type, description: str) -> dg.AssetChecksDefinition:
     with_thresholds = config_type is not CheckConfig
 
-    @dg.asset_check(asset=dg.AssetKey([job.name, table]), name=check,
+    @dg.asset_check(asset=dg.AssetKey([job.name, table]), name=check, required_resource_keys={"retrace"},
                     description=f"{description} (job {job.name})")
-    def _check(context: dg.AssetCheckExecutionContext, config: config_type,  # the class, read by Dagster
-               retrace: RetraceResource) -> dg.AssetCheckResult:
+    def _check(context: dg.AssetCheckExecutionContext, config: config_type) -> dg.AssetCheckResult:
         extra = {"thresholds": _thresholds(config)} if with_thresholds else {}
-        return _evaluate(context, config, retrace, check, job=job, **extra)
+        return _evaluate(context, config, job, check, **extra)
 
     return _check

@@ -8,7 +8,6 @@ journal's order) must follow the landing files' order.
 import dagster as dg
 
 from assets.partitions import HOURLY
-from orchestration.resources import RetraceResource
 
 
 @dg.asset(
@@ -18,12 +17,14 @@ from orchestration.resources import RetraceResource
     group_name="retrace",
     kinds={"spark", "delta"},
     description="The arrival journal (Delta): one row per observed event or estimated arrival time, in seq order.",
+    required_resource_keys={"retrace"},
 )
-def journal(context: dg.AssetExecutionContext, retrace: RetraceResource) -> dg.MaterializeResult:
+def journal(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     from pyspark.sql import functions as F
 
     from replay.io import journal as journal_table
 
+    retrace = context.resources.retrace
     spark = retrace.spark()
     r = journal_table.ingest(spark, retrace.landing, retrace.lake, fields=retrace.source_fields())
     for change in r.changed:  # journaled landing files are immutable: a change is reported, never re-read
@@ -34,7 +35,8 @@ def journal(context: dg.AssetExecutionContext, retrace: RetraceResource) -> dg.M
     return dg.MaterializeResult(metadata={
         "files_ingested": len(r.files), "files_already_journaled": r.skipped, "rows_ingested": r.rows,
         "malformed_rows": r.malformed, "changed_landing_files": len(r.changed),
-        "duplicate_offsets": r.duplicate_offsets, "backward_offsets": r.backward_offsets, "journal_version": r.version if r.version is not None else -1,
+        "duplicate_offsets": r.duplicate_offsets, "backward_offsets": r.backward_offsets,
+        "journal_version": r.version if r.version is not None else -1,
         "rows_in_range": rows, "landing": dg.MetadataValue.path(retrace.landing),
         "lake": dg.MetadataValue.path(retrace.lake),
     })

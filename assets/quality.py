@@ -1,6 +1,6 @@
 """Data-quality validations of one target's outputs over an arrival range, with Great Expectations 1.x.
 
-Each function takes a `Target` (lake, target, policy, range [start, end)) and returns an `Outcome`:
+Each function takes a `Target` (lake, target, job, range [start, end)) and returns an `Outcome`:
 passed or not, the counts behind it (for check metadata) and what failed. Spark computes the tables
 (`assets.quality_tables`); GX validates them: the per-hour tables (one row per hour) as pandas frames,
 the windows and dead-letters tables on Spark with `UnexpectedRowsExpectation` queries over `{batch}`
@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from assets import quality_tables as tables
 from assets.quality_tables import EVENT_REASONS, Target
+from replay.io.lake import Lake
 from replay.model.durations import format_duration, parse_duration
 
 
@@ -123,12 +124,8 @@ class Outcome:
     applicable: bool = True
 
 
-def quality_dir(lake: str) -> str:
-    return os.path.join(lake, "quality")
-
-
 def docs_index(lake: str) -> str:
-    return os.path.join(quality_dir(lake), "gx", "uncommitted", "data_docs", "local_site", "index.html")
+    return os.path.join(Lake(lake).quality, "gx", "uncommitted", "data_docs", "local_site", "index.html")
 
 
 # --- the validations -----------------------------------------------------------------------------------
@@ -165,10 +162,10 @@ def conservation(t: Target) -> Outcome:
     (+ open: windows not closed yet at the end of the target). Stated for tumbling windows."""
     import great_expectations.expectations as gxe
 
-    if t.custom:
+    if not t.job.conserves:
         return Outcome("conservation", True, {"hours": 0}, applicable=False,
-                       failures=(f"not applicable: job {t.job.name}'s filter and transform keep kept events out "
-                                 f"of its windows, which spec 7's balance does not count",))
+                       failures=(f"not applicable: job {t.job.name} has a filter or transform that keeps kept events "
+                                 f"out of its windows, or no aggregate counting their members (Job.conserves)",))
     window = t.policy.window
     if window is not None and window.kind != "tumbling":
         return Outcome("conservation", True, {"hours": 0}, applicable=False,
@@ -218,7 +215,8 @@ def windows_emitted_once(t: Target) -> Outcome:
                     description="totals: the counts of rows emitted in range add up to the counted events of "
                                 "the windows due in range",
                     unexpected_rows_query=f"SELECT * FROM (SELECT COALESCE(SUM({_q(count)}), 0) AS emitted FROM "
-                                          f"{{batch}} WHERE in_range) e, (SELECT COALESCE(SUM(expected_count), 0) AS due "
+                                          f"{{batch}} WHERE in_range) e, "
+                                          f"(SELECT COALESCE(SUM(expected_count), 0) AS due "
                                           f"FROM {v['due']}) d WHERE e.emitted <> d.due"))
             result = _validate(t, "windows_emitted_once", wt.windows, expectations)
             summed = F.sum(count) if count else F.lit(None)
@@ -344,7 +342,7 @@ def _context(lake: str):
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    folder = quality_dir(lake)
+    folder = Lake(lake).quality
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -370,8 +368,8 @@ def _batch_definition(ctx, name: str, spark: bool):
 
 
 def _validate(t: Target, check: str, frame, expectations: list):
-    """Run `expectations` on `frame` (a Spark or pandas frame) as suite `<check>.<target>` (for a user's
-    job `<check>.<job>.<target>`); the result is stored and the Data Docs rebuilt."""
+    """Run `expectations` on `frame` (a Spark or pandas frame) as suite `<check>.<job>.<target>`; the result is
+    stored and the Data Docs rebuilt."""
     import great_expectations as gx
     from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.data_context.types.resource_identifiers import (ExpectationSuiteIdentifier,

@@ -8,50 +8,50 @@ event's row (`seq <= emitted_at`, or flushed: `emitted_at` null), once per such 
 row is *open* while its window is still open at the end of the target (not closed by the last output
 watermark and not flushed); any other membership without a row is unaccounted for.
 
-A user's job (`Target.job`) has its tables under LAKE/jobs/<job>/ (`replay.model.jobs.job_root`); its windows are
-identified by (window_start, its grouping columns, partition), and its members are its decided events
-after its `where` and `transform` (`replay.engine.job_sql.decided_events`).
+Every job, the spec's count/sum job included, has its tables in its target (`replay.io.lake`); its windows are
+identified by the windows table's columns other than the aggregates, window_end and emitted_at (window_start,
+its grouping columns, partition), and its members are its decided events after its `where` and `transform`
+(`replay.engine.job_sql.decided_events`).
 """
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay.cli.runner import check_target, output_path, seq_bounds
+from replay.engine.job_sql import decided_events
 from replay.engine.windows import window_range
 from replay.io import journal as journal_table
-from replay.io.store import TableStore, default_store
+from replay.io.lake import Lake, TargetDir
+from replay.io.store import default_store
 from replay.model.durations import parse_instant
-from replay.model.jobs import Job, job_root
+from replay.model.jobs import Job
 from replay.model.policy import Policy
+from replay.ops.run import seq_bounds
 
 KEPT = ("accepted", "adjusted")
 LOST = ("dropped", "quarantined")
 EVENT_REASONS = ("early", "late", "out_of_order", "invalid_event_time")
 HOUR_US = 3_600_000_000
-WINDOW_ID = ("window_start", "key", "partition")
-COUNTS = ("count(*)", "count(1)")  # a job's aggregate that counts a window's members
 
 
 @dataclass(frozen=True)
 class Target:
-    """One target's output tables and journal, and the arrival range [start, end) under check (ISO
-    instants; None leaves that side open). `job`: a user's job (its tables under LAKE/jobs/<job>; `policy`
-    is then the job's, with any override applied)."""
+    """One job's target: its output tables and the journal, and the arrival range [start, end) under check (ISO
+    instants; None leaves that side open). `job` carries the policy the target was replayed with (any what-if
+    override applied)."""
 
     spark: SparkSession
     lake: str
     target: str
-    policy: Policy
+    job: Job
     start: str | None = None
     end: str | None = None
-    store: TableStore | None = None
-    job: Job | None = None
 
     def __post_init__(self):
-        check_target(self.target)
         lo, hi = self.bounds_us
         if lo is not None and hi is not None and lo >= hi:
             raise ValueError(f"start: {self.start} must be before end: {self.end}")
@@ -62,42 +62,38 @@ class Target:
                 None if self.end is None else parse_instant(self.end, "end"))
 
     @property
-    def root(self) -> str:
-        """Where the target's outputs are: the lake for the spec's job, LAKE/jobs/<job> for a user's job."""
-        return job_root(self.lake, self.job)
+    def where(self) -> TargetDir:
+        return Lake(self.lake).target(self.job.name, self.target)
 
     @property
-    def custom(self) -> bool:
-        """A user's job with its own fields, filter, grouping or aggregates (not the spec's count and sum)."""
-        return self.job is not None and not self.job.is_spec
+    def policy(self) -> Policy:
+        return self.job.policy
 
     @property
     def label(self) -> str:
-        """The target's name in reports and GX suites: `<job>.<target>` for a user's job."""
-        return self.target if self.job is None else f"{self.job.name}.{self.target}"
+        """The target's name in reports and GX suites: `<job>.<target>`."""
+        return f"{self.job.name}.{self.target}"
 
     @property
     def window_id(self) -> tuple[str, ...]:
-        """The columns that identify a row of the windows table."""
-        return ("window_start", *self.job.grouping, "partition") if self.custom else WINDOW_ID
+        """The columns that identify a row of the windows table: all but the aggregates, window_end and
+        emitted_at (window_start, the grouping columns, partition)."""
+        values = {n for n, _ in self.job.aggregates} | {"window_end", "emitted_at"}
+        return tuple(c for c in self.table("windows").columns if c not in values)
 
     @property
     def count_column(self) -> str | None:
-        """The windows column holding each window's member count: `count` for the spec's job, a job's
-        `count(*)` aggregate (None when it has none)."""
-        if not self.custom:
-            return "count"
-        return next((n for n, e in self.job.aggregates if "".join(e.lower().split()) in COUNTS), None)
+        """The windows column holding each window's member count: the job's `count(*)` aggregate, if any."""
+        return self.job.counting_aggregate
 
     def table(self, name: str) -> DataFrame:
-        store = self.store or default_store()
-        path = output_path(self.root, self.target, name)
+        store, path = default_store(), self.where.table(name)
         if not store.exists(path):
             raise FileNotFoundError(f"target {self.target!r} has no {name} table at {path}; replay it first")
         return store.read(self.spark, path)
 
     def journal(self) -> DataFrame:
-        return journal_table.read(self.spark, self.lake, self.store)
+        return journal_table.read(self.spark, self.lake)
 
     def in_range(self, column: str) -> Column:
         """Rows whose instant `column` lies in [start, end)."""
@@ -156,45 +152,18 @@ def watermark_delay(t: Target) -> DataFrame:
     )
 
 
-def memberships(t: Target, decisions: DataFrame) -> DataFrame:
-    """One row per (kept event, window holding its timestamp): seq, arrival_time, scope (its partition
-    when independent, else -1), and the window's id as the windows table writes it."""
-    if t.custom:
-        return _job_memberships(t, decisions)
-    p, w = t.policy, t.policy.window
-    kept = decisions.where((F.col("kind") == "event") & F.col("action").isin(*KEPT) & F.col("timestamp").isNotNull())
-    keys = t.journal().select("seq", "key")  # from the journal, not from the decisions being checked
+def memberships(t: Target, decisions: DataFrame, window_id: tuple[str, ...]) -> DataFrame:
+    """One row per (kept event, window holding its timestamp): seq, arrival_time, scope (its partition when
+    independent, else -1), and the window's id (`window_id`) as the windows table writes it. The kept events
+    are the job's decided events (after its `where` and transform), keyed by the journal's `key`, not by the
+    decisions' being checked."""
+    p, w, groups = t.policy, t.policy.window, list(t.job.grouping)
+    keyed = decisions.drop("key").join(t.journal().select("seq", "key"), "seq")
     lo, hi = window_range(F.unix_micros("timestamp"), w)
     start = F.lit(w.offset) + F.col("k") * F.lit(w.hop)
+    rest = [F.lit(None).cast("string").alias(c) for c in window_id if c not in ("window_start", "partition", *groups)]
     return (
-        kept.drop("key").join(keys, "seq")
-        .select(
-            "seq", "arrival_time",
-            (F.col("partition") if p.independent else F.lit(-1)).alias("scope"),
-            (F.col("partition") if p.independent else F.lit(None).cast("int")).alias("w_partition"),
-            (F.col("key") if p.group_by_key else F.lit(None).cast("string")).alias("w_key"),
-            F.explode(F.when(lo <= hi, F.sequence(lo, hi)).otherwise(F.array().cast("array<bigint>"))).alias("k"),
-        )
-        .select(
-            "seq", "arrival_time", "scope",
-            F.timestamp_micros(start).alias("window_start"),
-            F.timestamp_micros(start + F.lit(w.size)).alias("window_end"),
-            F.col("w_key").alias("key"), F.col("w_partition").alias("partition"),
-        )
-    )
-
-
-def _job_memberships(t: Target, decisions: DataFrame) -> DataFrame:
-    """A user job's memberships: its decided events (the decisions table carries its fields) after its
-    `where` and `transform`, in every window holding their timestamp, with the job's grouping columns."""
-    from replay.engine.job_sql import decided_events
-
-    p, w = t.policy, t.policy.window
-    groups = list(t.job.grouping)
-    lo, hi = window_range(F.unix_micros("timestamp"), w)
-    start = F.lit(w.offset) + F.col("k") * F.lit(w.hop)
-    return (
-        decided_events(decisions, t.job)
+        decided_events(keyed, t.job)
         .select(
             "seq", "arrival_time", *groups,
             (F.col("partition") if p.independent else F.lit(-1)).alias("scope"),
@@ -205,7 +174,7 @@ def _job_memberships(t: Target, decisions: DataFrame) -> DataFrame:
             "seq", "arrival_time", "scope",
             F.timestamp_micros(start).alias("window_start"),
             F.timestamp_micros(start + F.lit(w.size)).alias("window_end"),
-            *groups, F.col("w_partition").alias("partition"),
+            *groups, *rest, F.col("w_partition").alias("partition"),
         )
     )
 
@@ -253,17 +222,18 @@ def conservation(t: Target) -> DataFrame:
               .groupBy(_hour("arrival_time")).agg(F.count("*").alias("window_closed")))
     per_hour, cached = [fates, closed], []
     if has_window:
-        member = memberships(t, decisions.where(t.in_range("arrival_time"))).persist()
+        ids = t.window_id
+        member = memberships(t, decisions.where(t.in_range("arrival_time")), ids).persist()
         cached.append(member)
-        rows = t.table("windows").select(*WINDOW_ID, "emitted_at")
-        same = [member[c].eqNullSafe(rows[c]) for c in WINDOW_ID]
-        joined = member.join(rows, same[0] & same[1] & same[2], "left")
+        rows = t.table("windows").select(*ids, "emitted_at")
+        same = functools.reduce(operator.and_, [member[c].eqNullSafe(rows[c]) for c in ids])
+        joined = member.join(rows, same, "left")
         counted = (rows["window_start"].isNotNull()
                    & (rows["emitted_at"].isNull() | (member["seq"] <= rows["emitted_at"])))
         windowed = (joined.where(counted)
                     .groupBy(_hour("arrival_time")).agg(F.count("*").alias("windowed")))
         flushed = is_flushed(t, decisions)
-        rowless = (member.join(rows, same[0] & same[1] & same[2], "left_anti")
+        rowless = (member.join(rows, same, "left_anti")
                    .join(scope_watermarks(t, decisions, None, "final_wm"), "scope", "left"))
         still_open = F.lit(False) if flushed else ~_closed_by("final_wm", t.policy.allowed_lateness)
         leftover = rowless.groupBy(_hour("arrival_time")).agg(
@@ -331,8 +301,9 @@ def window_tables(t: Target) -> WindowTables:
         floor = decisions.where(F.col("seq") < lo).agg(F.max(F.unix_micros("output_watermark"))).first()[0]
         if floor is not None:
             candidates = decisions.where(F.unix_micros("timestamp") >= F.lit(floor - lateness - w.size))
-    counted = memberships(t, candidates).join(missed, ["seq", "window_start"], "left_anti")
-    expected = counted.groupBy("window_start", "window_end", *t.window_id[1:], "scope").agg(
+    ids = t.window_id
+    counted = memberships(t, candidates, ids).join(missed, ["seq", "window_start"], "left_anti")
+    expected = counted.groupBy("window_start", "window_end", *ids[1:], "scope").agg(
         F.count("*").alias("expected_count")).persist()  # read by every query of the check
     marks = (expected.join(scope_watermarks(t, decisions, lo, "wm_lo"), "scope", "left")
              .join(scope_watermarks(t, decisions, hi, "wm_hi"), "scope", "left"))

@@ -29,7 +29,7 @@ ap = data_options(argparse.ArgumentParser(description=__doc__, formatter_class=a
 
 def main(argv=None) -> dict:
     args = ap.parse_args(argv)
-    from replay.cli.generate import generate
+    from replay.ops.generate import StreamSpec, generate
     from replay.io import journal
     from replay.io import landing as landings
     from replay.io.spark import get_spark
@@ -37,8 +37,8 @@ def main(argv=None) -> dict:
     work = tempfile.mkdtemp(prefix="retrace-ingest-floor-")
     try:
         landing = os.path.join(work, "landing")
-        generate(landing, args.events, partitions=args.partitions, keys=args.keys, files=args.files,
-                 seed=args.seed, fmt="parquet")
+        generate(landing, StreamSpec(args.events, partitions=args.partitions, keys=args.keys, files=args.files,
+                                     seed=args.seed, fmt="parquet"))
         spark = get_spark("retrace-ingest-floor")
         source = landings.Landing.of(landing)
         files = sorted(f.name for f in source.files())

@@ -4,8 +4,8 @@
 
 One local SparkSession. For each partition count: generate a parquet landing stream with that many
 partitions, ingest it into its own lake, replay it with the default job (1-minute tumbling windows,
-merged output watermark) and time the replay (after one warm-up replay). The baseline is the replay at the smallest partition
-count, measured in the same run; each other count prints its ratio to it (target: at most 1.5x).
+merged output watermark) and time the replay (after one warm-up replay). The baseline is the replay at the smallest
+partition count, measured in the same run; each other count prints its ratio to it (target: at most 1.5x).
 The LAST line is one JSON object.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
-from jobs.demo import DEFAULT_POLICY as POLICY  # noqa: E402
+from replay.ops.demo import DEFAULT_POLICY as POLICY  # noqa: E402
 
 
 def main(argv=None) -> dict:
@@ -35,15 +35,16 @@ def main(argv=None) -> dict:
     if any(p < 1 for p in args.partitions):
         ap.error(f"--partitions must all be > 0, got {args.partitions}")
 
-    from replay.cli.generate import generate
-    from replay.cli.runner import run
     from replay.io.journal import ingest
     from replay.io.spark import get_spark
+    from replay.model.jobs import Job
     from replay.model.policy import Policy
+    from replay.ops.generate import StreamSpec, generate
+    from replay.ops.run import run
 
     work = os.path.abspath(args.work) if args.work else tempfile.mkdtemp(prefix="retrace-sweep-")
     spark = get_spark("retrace-partition-sweep")
-    policy = Policy.from_yaml(POLICY)
+    job = Job.spec(Policy.from_yaml(POLICY))
     counts = sorted(set(args.partitions))
     seconds: dict[int, float] = {}
     try:
@@ -51,13 +52,13 @@ def main(argv=None) -> dict:
             landing, lake = os.path.join(work, f"landing-{p}"), os.path.join(work, f"lake-{p}")
             for d in (landing, lake):
                 shutil.rmtree(d, ignore_errors=True)
-            generate(landing, args.events, partitions=p, keys=args.keys, files=args.files, seed=args.seed,
-                     fmt="parquet")
+            generate(landing, StreamSpec(args.events, partitions=p, keys=args.keys, files=args.files, seed=args.seed,
+                                         fmt="parquet"))
             ingest(spark, landing, lake)
             if p == counts[0]:  # warm-up: the first replay of a session pays for JVM code generation
-                run(spark, lake, policy, target="warmup")
+                run(spark, lake, job, target="warmup")
             t0 = time.perf_counter()
-            run(spark, lake, policy, target="production")
+            run(spark, lake, job, target="production")
             seconds[p] = time.perf_counter() - t0
             print(f"replay {args.events:,} events on {p:>4} partitions  {seconds[p]:8.2f} s", flush=True)
         base = counts[0]

@@ -29,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
-from jobs.demo import DEFAULT_POLICY as POLICY  # noqa: E402  (1-minute tumbling windows per key)
+from replay.ops.demo import DEFAULT_POLICY as POLICY  # noqa: E402  (1-minute tumbling windows per key)
 
 
 def timed(fn, *args):
@@ -39,10 +39,10 @@ def timed(fn, *args):
 
 
 def generate_step(landing: str, args) -> dict:
-    from replay.cli.generate import generate
+    from replay.ops.generate import StreamSpec, generate
 
-    return generate(landing, args.events, partitions=args.partitions, keys=args.keys, files=args.files,
-                    seed=args.seed, fmt=args.format, shape="sensors" if args.job else "basic")
+    return generate(landing, StreamSpec(args.events, partitions=args.partitions, keys=args.keys, files=args.files,
+                                        seed=args.seed, fmt=args.format, shape="sensors" if args.job else "basic"))
 
 
 def ingest_step(spark, landing: str, lake: str):
@@ -52,19 +52,20 @@ def ingest_step(spark, landing: str, lake: str):
 
 
 def replay_step(spark, lake: str):
-    from replay.cli.runner import run
+    from replay.model.jobs import Job
     from replay.model.policy import Policy
+    from replay.ops.run import run
 
-    return run(spark, lake, Policy.from_yaml(POLICY), target="production")
+    return run(spark, lake, Job.spec(Policy.from_yaml(POLICY)), target="production")
 
 
 def job_step(spark, lake: str, path: str):
-    from replay.cli.runner import run
     from replay.model.jobs import load_folder
+    from replay.ops.run import run
 
     catalog = load_folder(os.path.dirname(os.path.abspath(path)))
     job = next(j for j in catalog.jobs.values() if os.path.abspath(str(j.origin)) == os.path.abspath(path))
-    return job.name, run(spark, lake, job.policy, target="production", job=job)
+    return job.name, run(spark, lake, job, target="production")
 
 
 LATER = 1_000  # events in the file a later ingest adds
@@ -73,12 +74,12 @@ LATER = 1_000  # events in the file a later ingest adds
 def later_ingest_step(spark, work: str, landing: str, lake: str, args) -> float:
     """Ingest one more landing file of LATER events into the full journal (its offsets repeat the first
     ones'): what a periodic ingest costs once the journal is large. Last, as it changes the landing."""
-    from replay.cli.generate import generate
+    from replay.ops.generate import StreamSpec, generate
 
     more = os.path.join(work, "more")
     shutil.rmtree(more, ignore_errors=True)
-    generate(more, LATER, partitions=args.partitions, keys=args.keys, files=1, seed=args.seed + 1,
-             fmt=args.format, shape="sensors" if args.job else "basic")
+    generate(more, StreamSpec(LATER, partitions=args.partitions, keys=args.keys, files=1, seed=args.seed + 1,
+                              fmt=args.format, shape="sensors" if args.job else "basic"))
     [name] = [f for f in os.listdir(more) if f.startswith("part-")]
     shutil.copy(os.path.join(more, name), os.path.join(landing, "zz-later" + os.path.splitext(name)[1]))
     seconds, _ = timed(ingest_step, spark, landing, lake)
@@ -164,7 +165,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--keys", type=int, default=10_000)
     ap.add_argument("--files", type=int, default=100)
-    ap.add_argument("--files-per-batch", type=int, default=10, help="maxFilesPerTrigger of the Structured Streaming run")
+    ap.add_argument("--files-per-batch", type=int, default=10,
+                    help="maxFilesPerTrigger of the Structured Streaming run")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help="the landing files' format")
     ap.add_argument("--work", help="work folder (kept); default: a temporary folder, removed at the end")

@@ -54,19 +54,20 @@ def main(argv=None) -> dict:
     from pyspark.sql import functions as F
 
     from bench.replay_bench import POLICY, structured_streaming_step
-    from replay.cli import runner
-    from replay.cli.generate import generate
+    from replay.ops.generate import StreamSpec, generate
     from replay.engine.watermarks import chunk_column
     from replay.io import journal
     from replay.io.spark import get_spark
     from replay.io.store import default_store
+    from replay.model.jobs import Job
     from replay.model.policy import Policy
+    from replay.ops.run import run
 
     work = tempfile.mkdtemp(prefix="retrace-replay-floor-")
     try:
         landing, lake, out = (os.path.join(work, d) for d in ("landing", "lake", "floor"))
-        generate(landing, args.events, partitions=args.partitions, keys=args.keys, files=args.files,
-                 seed=args.seed, fmt="parquet")
+        generate(landing, StreamSpec(args.events, partitions=args.partitions, keys=args.keys, files=args.files,
+                                     seed=args.seed, fmt="parquet"))
         spark = get_spark("retrace-replay-floor")
         journal.ingest(spark, landing, lake)
         store, rows = default_store(), journal.read(spark, lake)
@@ -115,7 +116,7 @@ def main(argv=None) -> dict:
             store.write(decision_columns(journal_columns), os.path.join(out, "decisions_arrow"), mode="overwrite")
 
         def replay():
-            runner.run(spark, lake, Policy.from_yaml(POLICY), target="production")
+            run(spark, lake, Job.spec(Policy.from_yaml(POLICY)), target="production")
 
         seconds = {"structured_streaming_s": warm(ss), "chunk_maxima_s": warm(maxima),
                    "decisions_copy_s": warm(copy), "windows_s": warm(windows),

@@ -41,17 +41,19 @@ def main() -> None:
         ap.error(f"--soak {args.soak} needs --files >= {2 * args.soak + 1}, got {args.files}")
     if args.stacks and not args.soak:
         ap.error("--stacks needs --soak K")
-    from jobs.demo import DEFAULT_POLICY
-    from jobs.stream import run_stream
-    from replay.cli.generate import generate
+    from jobs.live import run_stream
+    from jobs.live.options import FileSource, LiveOptions
     from replay.io.spark import get_spark
+    from replay.model.jobs import Job
     from replay.model.policy import Policy
+    from replay.ops.demo import DEFAULT_POLICY
+    from replay.ops.generate import StreamSpec, generate
 
     work = args.work or tempfile.mkdtemp(prefix="retrace-latency-")
     staging, landing, lake = (os.path.join(work, d) for d in ("staging", "landing", "lake"))
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(landing)
-    generate(staging, args.files * args.events_per_file, partitions=8, keys=1000, files=args.files, seed=0)
+    generate(staging, StreamSpec(args.files * args.events_per_file, partitions=8, keys=1000, files=args.files, seed=0))
     spark = get_spark("retrace-latency")
     committed: list = []
     done = threading.Event()
@@ -68,10 +70,10 @@ def main() -> None:
             sampler.phase = "early" if n <= args.soak else "late" if n >= args.files - args.soak else None
         done.set()
 
-    stream = threading.Thread(target=run_stream, daemon=True, kwargs=dict(
-        spark=spark, landing=landing, lake=lake, policy=Policy.from_yaml(DEFAULT_POLICY), max_files_per_batch=1,
-        max_batches=args.files, clock="system", partitions=8, trigger_seconds=1.0, on_batch=on_batch,
-        heartbeat_seconds=0))  # the data path alone: a heartbeat between two files would delay the second
+    options = LiveOptions(max_batches=args.files, clock="system", partitions=8, trigger_seconds=1.0,
+                          on_batch=on_batch, heartbeat_seconds=0)  # the data path alone: no heartbeat between files
+    stream = threading.Thread(target=run_stream, daemon=True, args=(
+        spark, FileSource(landing, max_files_per_batch=1), lake, [Job.spec(Policy.from_yaml(DEFAULT_POLICY))], options))
     stream.start()
     time.sleep(5)  # the query is up
     latencies, heap = [], {}

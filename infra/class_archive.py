@@ -24,27 +24,29 @@ def main(archive: str = CLASS_ARCHIVE) -> None:
         os.remove(partial)
     from pyspark import SparkContext
 
-    from jobs.catalog import folder
-    from replay.cli.generate import generate
-    from replay.cli.hashing import target_hash
-    from replay.cli.runner import run
     from replay.io.journal import SourceFields, ingest
+    from replay.io.lake import Lake
     from replay.io.spark import get_spark
-    from replay.model.jobs import load_folder
+    from replay.model.jobs import Job
+    from replay.ops.catalog import catalog
+    from replay.ops.generate import StreamSpec, generate
+    from replay.ops.hashing import target_hash
+    from replay.ops.run import run
 
     # these options replace get_spark's own, so an old archive is not mapped while a new one is recorded
     options = f"{DRIVER_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={partial} -Xlog:cds=off -Xlog:cds+dynamic=off"
     spark = get_spark("retrace-class-archive", conf={"spark.driver.extraJavaOptions": options})
     with tempfile.TemporaryDirectory(prefix="retrace-class-archive-") as work:
         landing, lake = os.path.join(work, "landing"), os.path.join(work, "lake")
-        generate(landing, 2000, partitions=4, keys=50, files=2, seed=0, shape="sensors")
-        catalog = load_folder(folder())
-        job = catalog.jobs["device_minute"]  # a user's job: fields, filter, several aggregates
-        source = catalog.sources[job.source]
+        generate(landing, StreamSpec(2000, partitions=4, keys=50, files=2, seed=0, shape="sensors"))
+        jobs = catalog()
+        job = jobs.jobs["device_minute"]  # a user's job: fields, filter, several aggregates
+        source = jobs.sources[job.source]
         ingest(spark, landing, lake, fields=SourceFields(source.event_time_field, source.key_field))
-        run(spark, lake, job.policy)
-        run(spark, lake, job.policy, job=job)
-        target_hash(spark, lake)
+        spec = Job.spec(job.policy)
+        run(spark, lake, spec)
+        run(spark, lake, job)
+        target_hash(spark, Lake(lake).target(spec.name, "production"))
     spark.stop()
     jvm = SparkContext._gateway.proc  # the driver writes the archive as it exits: end it, and wait
     jvm.stdin.close()

@@ -1,42 +1,19 @@
-"""Alerting for the Retrace code location: the alert sinks as resources (`RESOURCES`) and two sensors
-(`SENSORS`): one for failed runs, one for failed asset checks. In open-source Dagster a failed check
-does not fail its run, so the second sensor reads the instance's asset-check executions (not the event
-log: on the default SQLite storage, events are sharded per run and their ids are not global) after a
-cursor: each failure alerts once.
-
-Sinks are configured from the environment when the code location loads: RETRACE_ALERT_WEBHOOK_URL;
-RETRACE_ALERT_SMTP_HOST, _PORT, _USER, _PASSWORD (read as a Dagster EnvVar), _STARTTLS (1/0),
-RETRACE_ALERT_EMAIL_FROM, RETRACE_ALERT_EMAIL_TO (comma-separated); RETRACE_ALERT_LOG (default
-.retrace/alerts.jsonl). Unset webhook or SMTP settings leave those sinks off.
+"""Alerting for the Retrace code location: the alert sinks as resources (`RESOURCES`, configured from the
+environment when the code location loads: `replay.io.alerts`) and two sensors (`SENSORS`): one for failed runs,
+one for failed asset checks. In open-source Dagster a failed check does not fail its run, so the second sensor
+reads the instance's asset-check executions (not the event log: on the default SQLite storage, events are sharded
+per run and their ids are not global) after a cursor: each failure alerts once.
 """
 import json
-import os
 
 import dagster as dg
 
-from orchestration.alerts import (Alert, EmailAlertSink, LogFileAlertSink, WebhookAlertSink, deliver,
-                                  partition_label)
-from orchestration.resources import ROOT
+from assets.partitions import partition_label
+from orchestration.resources import EmailAlertSink, LogFileAlertSink, WebhookAlertSink, alert_resources
+from replay.io.alerts import Alert, deliver
 
 PAGE = 100  # check executions read per query
-
-
-def _env_resources() -> dict:
-    env = os.environ.get
-    password = dg.EnvVar("RETRACE_ALERT_SMTP_PASSWORD") if env("RETRACE_ALERT_SMTP_PASSWORD") else ""
-    return {
-        "alert_webhook": WebhookAlertSink(url=env("RETRACE_ALERT_WEBHOOK_URL", "")),
-        "alert_email": EmailAlertSink(
-            host=env("RETRACE_ALERT_SMTP_HOST", ""), port=int(env("RETRACE_ALERT_SMTP_PORT", "25")),
-            sender=env("RETRACE_ALERT_EMAIL_FROM", "retrace@localhost"),
-            recipients=[a.strip() for a in env("RETRACE_ALERT_EMAIL_TO", "").split(",") if a.strip()],
-            username=env("RETRACE_ALERT_SMTP_USER", ""), password=password,
-            starttls=env("RETRACE_ALERT_SMTP_STARTTLS", "0") == "1"),
-        "alert_log": LogFileAlertSink(path=env("RETRACE_ALERT_LOG", os.path.join(ROOT, ".retrace", "alerts.jsonl"))),
-    }
-
-
-RESOURCES = _env_resources()
+RESOURCES = alert_resources()
 
 
 def _numbers(metadata: dict) -> dict:

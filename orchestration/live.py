@@ -5,8 +5,7 @@ import os
 
 import dagster as dg
 
-from orchestration.alerts import EmailAlertSink, LogFileAlertSink, WebhookAlertSink, deliver, diagnostic_alert
-from orchestration.resources import RetraceResource
+from orchestration.resources import EmailAlertSink, LogFileAlertSink, RetraceResource, WebhookAlertSink
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED]
@@ -25,24 +24,22 @@ class LiveSource(dg.Config):
                    "was when the run started) is drained.")
 def live_micro_batches(context: dg.OpExecutionContext, config: LiveSource, retrace: RetraceResource,
                        alert_webhook: WebhookAlertSink, alert_email: EmailAlertSink, alert_log: LogFileAlertSink):
-    # the live job; imported lazily so the code location loads without Spark
-    from jobs.stream import run_kafka_stream, run_stream
+    # the live job; imported lazily so the code location loads without it
+    from jobs.live import run_stream
+    from jobs.live.diagnostics import alert_on
+    from jobs.live.options import FileSource, KafkaSource, LiveOptions
 
-    sinks = [alert_webhook, alert_email, alert_log]
-    alerts = lambda d: deliver(diagnostic_alert(d), sinks, context.log)  # noqa: E731 - diagnostics as they start
-
-    if config.kafka_bootstrap:
+    kafka = bool(config.kafka_bootstrap)  # a topic's partition count is the topic's
+    options = LiveOptions(until_idle=True, clock="system", partitions=None if kafka else retrace.partitions,
+                          on_diagnostic=alert_on([alert_webhook, alert_email, alert_log], context.log))
+    if kafka:
         if not config.topic:
             raise dg.Failure("live job config: topic is needed with kafka_bootstrap")
-        result = run_kafka_stream(retrace.spark(), config.kafka_bootstrap, config.topic, retrace.lake,
-                                  retrace.policy(), trust_create_time=config.trust_create_time,
-                                  max_records_per_batch=config.max_records_per_batch or None, until_idle=True,
-                                  clock="system", jobs=retrace.source_jobs(), fields=retrace.source_fields(),
-                                  on_diagnostic=alerts)
+        source = KafkaSource(config.kafka_bootstrap, config.topic, config.trust_create_time,
+                             config.max_records_per_batch or None)
     else:
-        result = run_stream(retrace.spark(), retrace.landing, retrace.lake, retrace.policy(), max_batches=None,
-                            until_idle=True, clock="system", partitions=retrace.partitions,
-                            jobs=retrace.source_jobs(), fields=retrace.source_fields(), on_diagnostic=alerts)
+        source = FileSource(retrace.landing)
+    result = run_stream(retrace.spark(), source, retrace.lake, retrace.live_jobs(), options, retrace.source_fields())
     summary, lag = dataclasses.asdict(result), lag_metadata(result.reports)
     if lag:  # on the journal asset's page: how far behind the live run was
         yield dg.AssetObservation(asset_key="journal", metadata=lag)

@@ -1,11 +1,11 @@
 """Daily table maintenance: compact every Delta table of the lake, keep the last checkpoints of each target,
-vacuum files past the retention (`replay.io.maintenance`); what it did is the run's output metadata."""
+vacuum files past the retention (`replay.ops.maintain`); what it did is the run's output metadata."""
 
 import dagster as dg
 from pydantic import Field
 
 from orchestration.resources import RetraceResource
-from replay.io.maintenance import DEFAULT_KEEP_CHECKPOINTS, DEFAULT_RETENTION
+from replay.ops.maintain import DEFAULT_KEEP_CHECKPOINTS, DEFAULT_RETENTION
 
 
 class MaintenanceConfig(dg.Config):
@@ -18,7 +18,7 @@ class MaintenanceConfig(dg.Config):
 
 @dg.op(description="OPTIMIZE every Delta table of the lake, prune old checkpoints, VACUUM past the retention.")
 def maintain_tables(context: dg.OpExecutionContext, config: MaintenanceConfig, retrace: RetraceResource):
-    from replay.io.maintenance import maintain
+    from replay.ops.maintain import maintain
 
     report = maintain(retrace.spark(), retrace.lake, retention=config.retention,
                       keep_checkpoints=config.keep_checkpoints)

@@ -1,12 +1,13 @@
-"""Daily recovery: verify each hour of the last day against a fresh replay, repair the hours that differ.
+"""Daily recovery of every job: verify each hour of the last day against a fresh replay, repair the hours that
+differ.
 
 One scratch replay covers the whole range (history before it still counts); its rows are compared with the
-target hour by hour of arrival, and each differing hour is replayed into the target (`runner.run` over
+target hour by hour of arrival, and each differing hour is replayed into the target (`replay.ops.run.run` over
 that hour replaces exactly its rows). The diff before and the verification after go in the run's metadata.
 
-`recovery_job` and `recovery_schedule` recover the spec's job; `job_recovery(job)` makes the same job
-(`<job>_recovery`, op `<job>_recover_recent_hours`) and daily schedule (`<job>_recovery_schedule`) for a job
-of the jobs folder, verifying and repairing LAKE/jobs/<job>/outputs/<target>/.
+`job_recovery(job)` makes, for any job (the spec's job `default` included), the Dagster job `<job>_recovery`
+(op `<job>_recover_recent_hours`) and its daily schedule `<job>_recovery_schedule`, verifying and repairing
+LAKE/jobs/<job>/outputs/<target>/.
 """
 
 import json
@@ -17,9 +18,9 @@ from typing import Optional
 import dagster as dg
 from pydantic import Field
 
-from assets.outputs import OUTPUTS
 from assets.partitions import HOURLY
 from orchestration.resources import RetraceResource
+from replay.io.lake import OUTPUT_TABLES
 from replay.model.jobs import Job
 
 HOUR = timedelta(hours=1)
@@ -53,36 +54,28 @@ def recovery_range(config: RecoveryConfig, now: datetime | None = None) -> tuple
     return iso(end - config.hours * HOUR), iso(end)
 
 
-@dg.op(description="Verify the last hours of a target against a fresh replay and repair the hours that differ.")
-def recover_recent_hours(context: dg.OpExecutionContext, config: RecoveryConfig, retrace: RetraceResource):
-    yield from recover(context, config, retrace)
+def recover(context, config: RecoveryConfig, retrace: RetraceResource, job: Job):
+    """The recovery op's work for `job` (its policy, its tables under LAKE/jobs/<job>)."""
+    from replay.ops.run import run
+    from replay.ops.verify import verify
 
-
-def recover(context, config: RecoveryConfig, retrace: RetraceResource, job: Optional[Job] = None):
-    """The recovery op's work, for the spec's job or for `job` (its policy, its tables under LAKE/jobs/<job>)."""
-    from replay.cli.runner import check_target, run
-    from replay.cli.verify import verify
-
-    target = check_target(config.target)
-    label = target if job is None else f"{job.name}/{target}"
+    label = f"{job.name}/{config.target}"
     start, end = recovery_range(config)
     spark = retrace.spark()
-    policy = retrace.policy() if job is None else job.policy
-    before = verify(spark, retrace.lake, policy, start=start, end=end, target=target, job=job)
+    before = verify(spark, retrace.lake, job, start=start, end=end, target=config.target)
     context.log.info(before.text())
     repaired = []
     if config.repair:
         for hour in before.hours:
             hour_end = iso(datetime.fromisoformat(hour.replace("Z", "+00:00")) + HOUR)
             context.log.info(f"repairing {label} for arrivals [{hour}, {hour_end})")
-            run(spark, retrace.lake, policy, target=target, start=hour, end=hour_end, job=job)
+            run(spark, retrace.lake, job, target=config.target, start=hour, end=hour_end)
             repaired.append(hour)
-            if target == "production":
+            if config.target == "production":
                 yield from _materializations(hour, job)
-    after = verify(spark, retrace.lake, policy, start=start, end=end, target=target, job=job) if repaired else before
+    after = verify(spark, retrace.lake, job, start=start, end=end, target=config.target) if repaired else before
     metadata = {
-        "from": start, "to": end, "target": target,
-        **({"job": job.name} if job is not None else {}),
+        "from": start, "to": end, "target": config.target, "job": job.name,
         "differing_hours": dg.MetadataValue.json(before.hours),
         "repaired_hours": dg.MetadataValue.json(repaired),
         "diff": dg.MetadataValue.json(before.to_dict()),
@@ -98,28 +91,14 @@ def recover(context, config: RecoveryConfig, retrace: RetraceResource, job: Opti
     yield dg.Output(json.dumps(before.to_dict()), metadata=metadata)
 
 
-def _materializations(hour: str, job: Optional[Job] = None):
+def _materializations(hour: str, job: Job):
     """The repaired hour's partition of each output asset, so the asset graph shows the repair."""
     d = datetime.fromisoformat(hour.replace("Z", "+00:00"))
     if d < HOURLY.start:
         return
     key = d.strftime(HOURLY.fmt)
-    for name in OUTPUTS:
-        asset = name if job is None else [job.name, name]
-        yield dg.AssetMaterialization(asset_key=asset, partition=key, metadata={"repaired_by": "recovery"})
-
-
-@dg.job(name="recovery", description="Verify the last 24 hours of production and repair the hours that differ.",
-        tags={"retrace/kind": "recovery"})
-def recovery_job():
-    recover_recent_hours()
-
-
-@dg.schedule(job=recovery_job, cron_schedule="30 0 * * *", execution_timezone="UTC",
-             default_status=dg.DefaultScheduleStatus.RUNNING,
-             description="Daily at 00:30 UTC: verify and repair the 24 hours of arrivals before 00:00.")
-def recovery_schedule(context: dg.ScheduleEvaluationContext):
-    return _daily_request(context, "recover_recent_hours")
+    for name in OUTPUT_TABLES:
+        yield dg.AssetMaterialization(asset_key=[job.name, name], partition=key, metadata={"repaired_by": "recovery"})
 
 
 def _daily_request(context: dg.ScheduleEvaluationContext, op: str) -> dg.RunRequest:
@@ -138,7 +117,8 @@ class JobRecovery:
 
 def job_recovery(job: Job) -> JobRecovery:
     """`<job>_recovery` (op `<job>_recover_recent_hours`, config `RecoveryConfig`) and its daily schedule
-    `<job>_recovery_schedule`: verify the last 24 hours of the job's production and repair what differs."""
+    `<job>_recovery_schedule` (00:30 UTC): verify the last 24 hours of the job's production and repair what
+    differs."""
     op_name = f"{job.name}_recover_recent_hours"
 
     @dg.op(name=op_name, description=f"Verify the last hours of job {job.name}'s target ({job.origin}) against a "

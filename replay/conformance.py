@@ -1,7 +1,8 @@
 """`python -m replay.conformance CASE.json ... [--check]`: the conformance cases through `replay run`.
 
 Each case's journal is written to a Delta table in a scratch lake and replayed by the same code path
-as the replay job; the outputs are read back from their Delta tables and printed as one JSON line.
+as the replay job (the spec's job, `Job.spec`); the outputs are read back from their Delta tables and printed
+as one JSON line. `diff` holds the comparison rules of the conformance README.
 """
 from __future__ import annotations
 
@@ -10,15 +11,18 @@ import json
 import os
 import sys
 import tempfile
+from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay.cli import runner
 from replay.io import journal
+from replay.io.lake import Lake
 from replay.io.store import default_store
 from replay.model.durations import format_instant
+from replay.model.jobs import Job
 from replay.model.policy import Policy
+from replay.ops.run import run
 
 TIMES = {"timestamp", "watermark", "output_watermark", "window_start", "window_end"}
 SHAPES = {
@@ -43,14 +47,15 @@ def _rows(df: DataFrame, fields: tuple[str, ...]) -> list[dict]:
 
 def run_case(spark: SparkSession, case: dict) -> dict:
     """Replay one case's journal with its policy; the outputs in the shape of the case's `expected`."""
-    policy = Policy.from_dict(case.get("policy") or {})
+    job = Job.spec(Policy.from_dict(case.get("policy") or {}))
     store = default_store()
     with tempfile.TemporaryDirectory(prefix="retrace-case-") as lake:
-        store.write(journal.from_rows(spark, case["journal"]), journal.journal_path(lake))
-        runner.run(spark, lake, policy, target="conformance", store=store)
+        store.write(journal.from_rows(spark, case["journal"]), Lake(lake).journal)
+        run(spark, lake, job, target="conformance")
+        where = Lake(lake).target(job.name, "conformance")
         result = {"name": case.get("name")}
         for table, fields in SHAPES.items():
-            result[table] = _rows(store.read(spark, runner.output_path(lake, "conformance", table)), fields)
+            result[table] = _rows(store.read(spark, where.table(table)), fields)
     return result
 
 
@@ -59,11 +64,77 @@ def engine_case(spark: SparkSession, case: dict) -> dict:
     model many times over; `run_case` is the contract's path, through `replay run`."""
     from replay.engine import pipeline as engine
 
-    out = engine.replay(journal.from_rows(spark, case["journal"]), Policy.from_dict(case.get("policy") or {}))
+    job = Job.spec(Policy.from_dict(case.get("policy") or {}))
+    out = engine.replay(journal.from_rows(spark, case["journal"]), job.policy, job=job)
     tables = {"decisions": out.decisions, "windows": out.windows, "dead_letters": out.dead_letters}
     result = {"name": case.get("name"), **{t: _rows(tables[t], f) for t, f in SHAPES.items()}}
     out.unpersist()
     return result
+
+
+# -- the comparison rules (the conformance README's) --------------------------------------------------------
+
+def _instant(v):
+    if v is None:
+        return None
+    d = datetime.fromisoformat(str(v).replace("Z", "+00:00"))
+    return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
+
+
+def _norm(row: dict) -> dict:
+    return {k: (_instant(v) if k in TIMES else v) for k, v in row.items()}
+
+
+def _index(rows, key):
+    """Rows by `key`. A journal may repeat a (partition, offset) (a broker redelivery, quarantined as
+    `duplicate`): rows with a `seq` then match by occurrence in seq order; without one a repeat is an error."""
+    rows = list(map(_norm, rows))
+    ordered = all(r.get("seq") is not None for r in rows)
+    if ordered:
+        rows.sort(key=lambda r: r["seq"])
+    out, seen = {}, {}
+    for r in rows:
+        k = tuple(r.get(f) for f in key)
+        n = seen.get(k, 0)
+        if n and not ordered:
+            raise AssertionError(f"duplicate row for {key}={k}")
+        seen[k] = n + 1
+        out[k + ((n,) if n else ())] = r
+    return out
+
+
+def diff(expected: dict, actual: dict) -> list[str]:
+    """The differences between a case's `expected` and a runner's output, one line each (none: the case passes)."""
+    problems = []
+    specs = {
+        "decisions": (("partition", "offset", "kind"),
+                      ("action", "reasons", "timestamp", "watermark", "output_watermark")),
+        "windows": (("partition", "key", "window_start"), ("window_end", "count", "sum", "emitted_at")),
+        "dead_letters": (("partition", "offset", "window_start"), ("reason",)),
+    }
+    for table, (key, fields) in specs.items():
+        try:
+            exp = _index(expected.get(table, []), key)
+            act = _index(actual.get(table, []), key)
+        except AssertionError as e:
+            problems.append(f"{table}: {e}")
+            continue
+        for k in sorted(exp.keys() - act.keys(), key=str):
+            problems.append(f"{table}: missing {dict(zip(key, k))}")
+        for k in sorted(act.keys() - exp.keys(), key=str):
+            problems.append(f"{table}: unexpected {dict(zip(key, k))}")
+        for k in sorted(exp.keys() & act.keys(), key=str):
+            for f in fields:
+                e, a = exp[k].get(f), act[k].get(f)
+                if f == "sum" and e is not None and a is not None:
+                    same = abs(float(e) - float(a)) <= 1e-9
+                elif f == "reasons":
+                    same = list(e or []) == list(a or [])
+                else:
+                    same = e == a
+                if not same:
+                    problems.append(f"{table} {dict(zip(key, k))}: {f} expected {e} got {a}")
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,7 +142,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("cases", nargs="+", help="conformance case JSON files")
     parser.add_argument("--check", action="store_true", help="compare with each case's expected outputs")
     args = parser.parse_args(argv)
-    from replay.cli.compare import diff
     from replay.io.spark import get_spark
 
     spark = get_spark("retrace-conformance")

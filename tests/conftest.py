@@ -1,5 +1,5 @@
 """One SparkSession per test process (start-up costs ~8 s), with few shuffle partitions and settings for small data
-(tests/session_settings.py); `infra/test.sh` runs two."""
+(tests/support/session_settings.py); `infra/test.sh` runs two."""
 from __future__ import annotations
 
 import gc
@@ -8,7 +8,7 @@ import os
 import pytest
 
 from replay.io.spark import EXTRA_JAVA_OPTIONS, SPARK_CONF
-from tests.session_settings import SMALL_DATA_FILE
+from tests.support.session_settings import SMALL_DATA_FILE
 
 # The tests' subprocess drivers (live jobs, CLI and Dagster runs) live for a minute or two on small data: C1 only
 # (the C2 compiler took about a third of a short live run's JVM CPU on 2 cores) and the serial collector.
@@ -28,7 +28,7 @@ def spark():
     # few tables, but this session touches thousands, one set per test, and their cached states filled the
     # driver's heap ~50 minutes in ("Not enough memory to build and broadcast the table"); keep the latest 100.
     # This JVM runs thousands of queries over the whole run, so it keeps the default JIT (C2 pays back).
-    # Its small-data settings and 2 shuffle partitions come from RETRACE_SPARK_CONF (tests/small_data.conf).
+    # Its small-data settings and 2 shuffle partitions come from RETRACE_SPARK_CONF (tests/support/small_data.conf).
     session = get_spark("retrace-tests", conf={"spark.driver.extraJavaOptions": _driver_java_options(extra=""),
                                                 "spark.sql.ui.retainedExecutions": "20",
                                                 "spark.ui.retainedJobs": "50", "spark.ui.retainedStages": "50",
@@ -51,18 +51,20 @@ def lake(tmp_path):
 
 
 # `infra/test.sh` runs the suite on two pytest-xdist workers. A group of tests runs on one worker: a file (its
-# module fixtures start once), or the files that share a session fixture (it starts once).
+# module fixtures start once), or the files that share a session fixture (it starts once). Test file names are
+# unique across the folders, so a file's name is its group.
 SHARED_SESSION_FIXTURES = {"test_backfill_webserver.py": "dagster_stack", "test_ui.py": "dagster_stack",
                            "quality": "quality"}  # tests/quality/*: the clean and late replays
 # Groups known to take minutes go first (longest first), so no worker is left alone with one at the end.
-LONG_FIRST = ["test_stream_crashes.py", "dagster_stack", "test_stream.py", "quality", "test_live_jobs.py",
-              "test_incremental.py", "test_live_time.py", "test_kafka_stream.py", "test_locks.py",
-              "test_engine_matches_model.py", "test_cli.py", "test_cluster.py", "test_verify.py",
-              "test_landing.py", "test_advise.py"]
+LONG_FIRST = ["test_live_crashes.py", "dagster_stack", "test_live_outputs.py", "quality", "test_live_fan_out.py",
+              "test_replay_continues_from_state.py", "test_live_time.py", "test_kafka_live.py", "test_locks.py",
+              "test_engine_matches_model.py", "test_replay_command.py", "test_standalone_cluster.py",
+              "test_verify.py", "test_landing_sources.py", "test_advise.py"]
 
 
 def group_of(nodeid: str) -> str:
-    """The group of a test, from its node id (tests/quality/test_x.py::test_y -> quality)."""
+    """The group of a test, from its node id (tests/quality/test_x.py::test_y -> quality,
+    tests/live/test_live_time.py::test_y -> test_live_time.py)."""
     parts = nodeid.split("::", 1)[0].split("/")
     return SHARED_SESSION_FIXTURES.get(parts[-2] if len(parts) > 1 else "",
                                        SHARED_SESSION_FIXTURES.get(parts[-1], parts[-1]))
@@ -84,6 +86,3 @@ def pytest_xdist_make_scheduler(config, log):
 
     config.option.loadscopereorder = False  # keep LONG_FIRST, not the groups with most tests first
     return GroupScheduling(config, log)
-
-
-from tests.dagster_fixtures import dagster_stack, range_backfill  # noqa: E402,F401  (webserver tests share them)

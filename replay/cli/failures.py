@@ -12,8 +12,10 @@ from urllib.parse import unquote
 # (condition prefix or text in the message, hint); the first that matches wins
 HINTS = (
     ("PATH_NOT_FOUND", "check that the path exists and is reachable from the driver and every executor"),
-    ("CANNOT_READ_FILE_FOOTER", "the file is not valid Parquet: repair it or move it out of the landing, then run again"),
-    ("FAILED_READ_FILE", "the file cannot be read or is corrupt: repair it or move it out of the landing, then run again"),
+    ("CANNOT_READ_FILE_FOOTER",
+     "the file is not valid Parquet: repair it or move it out of the landing, then run again"),
+    ("FAILED_READ_FILE",
+     "the file cannot be read or is corrupt: repair it or move it out of the landing, then run again"),
     ("CANNOT_MERGE_SCHEMAS", "a field has different types in different files; write them with one type"),
     ("DELTA", "the Delta table is missing or damaged: check the --lake path"),
     ("No such file", "check that the path exists"),

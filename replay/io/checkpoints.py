@@ -1,6 +1,6 @@
 """Checkpoints: the engine's state (and the live source's) after a batch, kept in Delta next to the outputs.
 
-Three tables under LAKE/outputs/<target>/: `checkpoints` (one row per partition and output scope, small),
+Three tables in a job's target (`replay.io.lake`): `checkpoints` (one row per partition and output scope, small),
 `checkpoint_windows` (open windows) and `checkpoint_keys` (substream maxima), each row tagged with its
 batch. Every commit carries the transaction (app, batch), so a batch retried after a crash never adds
 a checkpoint twice; `checkpoints` is written last, and a batch without its rows there has no checkpoint.
@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from replay.io.lake import TargetDir
 from replay.io.store import AppTransaction, TableStore, default_store
 from replay.model.state import KEYS_SCHEMA, WINDOWS_SCHEMA, PartitionState, ScopeState, State
 
 SCALARS = (
-    "batch long, seq long, policy string, entity string, id int, floor long, events long, wp long, counted long, ref long, "
-    "owm long, raised long, last_event long, last_arrival long, seen_at long, last_offset long"
+    "batch long, seq long, policy string, entity string, id int, floor long, events long, wp long, counted long, "
+    "ref long, owm long, raised long, last_event long, last_arrival long, seen_at long, last_offset long"
 )
 
 
@@ -35,35 +36,29 @@ class Checkpoint:
     batch: int
     state: State
     source: dict[int, SourcePartition] = field(default_factory=dict)
-    policy: str = ""  # the policy (canonical JSON) the state was computed with
+    policy: str = ""  # what the state was computed with: the job's signature (`Job.signature`)
 
 
 class CheckpointMismatch(ValueError):
     """A checkpoint made with another policy cannot be continued with this one."""
 
 
-def _path(lake: str, target: str, table: str) -> str:
-    from replay.cli.runner import output_path
-
-    return output_path(lake, target, table)
-
-
-def save(spark: SparkSession, lake: str, target: str, cp: Checkpoint, store: TableStore | None = None,
+def save(spark: SparkSession, where: TargetDir, cp: Checkpoint, store: TableStore | None = None,
          metadata: dict | None = None) -> dict[str, int | None]:
     """Commit the checkpoint; returns each table's new version (None: an earlier attempt committed it)."""
     store = store or default_store()
     meta = lambda table: metadata and {**metadata, "table": table}  # noqa: E731
     s = cp.state
-    txn = lambda table: AppTransaction(f"retrace-{target}-{table}", cp.batch)  # noqa: E731
+    txn = lambda table: AppTransaction(f"retrace-{where.target}-{table}", cp.batch)  # noqa: E731
     tag = [F.lit(cp.batch).cast("long").alias("batch")]
     versions = {}
     if s.windows is not None:
         versions["checkpoint_windows"] = store.write(
-            s.windows.select(*tag, "*"), _path(lake, target, "checkpoint_windows"), txn=txn("checkpoint_windows"),
+            s.windows.select(*tag, "*"), where.table("checkpoint_windows"), txn=txn("checkpoint_windows"),
             metadata=meta("checkpoint_windows"))
     if s.keys is not None:
         versions["checkpoint_keys"] = store.write(
-            s.keys.select(*tag, "*"), _path(lake, target, "checkpoint_keys"), txn=txn("checkpoint_keys"),
+            s.keys.select(*tag, "*"), where.table("checkpoint_keys"), txn=txn("checkpoint_keys"),
             metadata=meta("checkpoint_keys"))
     rows = [dict(entity="batch", id=None, policy=cp.policy)]
     for p, v in sorted(s.partitions.items()):
@@ -76,17 +71,17 @@ def save(spark: SparkSession, lake: str, target: str, cp: Checkpoint, store: Tab
     names = [c.split()[0] for c in SCALARS.split(", ")]
     table = [tuple({"batch": cp.batch, "seq": s.seq, **r}.get(n) for n in names) for r in rows]
     versions["checkpoints"] = store.write(spark.createDataFrame(table, SCALARS).coalesce(1),
-                                          _path(lake, target, "checkpoints"), txn=txn("checkpoints"),
+                                          where.table("checkpoints"), txn=txn("checkpoints"),
                                           metadata=meta("checkpoints"))
     return versions
 
 
-def load(spark: SparkSession, lake: str, target: str, store: TableStore | None = None, *,
+def load(spark: SparkSession, where: TargetDir, store: TableStore | None = None, *,
          before_seq: int | None = None, policy: str | None = None) -> Checkpoint | None:
     """The latest checkpoint (or the latest one covering only rows before `before_seq`); None if there is none.
-    With `policy`, a checkpoint made with another policy is an error (its state would not apply)."""
+    With `policy` (a job's signature), a checkpoint made for another is an error (its state would not apply)."""
     store = store or default_store()
-    path = _path(lake, target, "checkpoints")
+    path = where.table("checkpoints")
     if not store.exists(path):
         return None
     scalars = store.read(spark, path)
@@ -100,8 +95,8 @@ def load(spark: SparkSession, lake: str, target: str, store: TableStore | None =
     mark = next(r for r in rows if r["entity"] == "batch")
     if policy is not None and mark["policy"] != policy:
         raise CheckpointMismatch(
-            f"target {target!r}: its checkpoint (batch {last}) was made with another policy; replay it from the "
-            f"start (`replay run` without --from) or write to another --target")
+            f"target {where.label!r}: its checkpoint (batch {last}) was made with another policy or definition of "
+            f"job {where.job}; replay it from the start (`replay run` without --from) or write to another --target")
     seq = mark["seq"]
     partitions, scopes, source = {}, {}, {}
     for r in rows:
@@ -113,7 +108,7 @@ def load(spark: SparkSession, lake: str, target: str, store: TableStore | None =
             scopes[r["id"]] = ScopeState(r["owm"], r["raised"], r["last_event"])
 
     def tagged(table: str, schema: str):
-        p = _path(lake, target, table)
+        p = where.table(table)
         if not store.exists(p):
             return None
         df = store.read(spark, p).where(F.col("batch") == last)

@@ -2,7 +2,8 @@
 
 Ingest reads a landing (a folder, or `s3://bucket/prefix` through `replay.io.landing`) of JSON-lines or
 Parquet files on the executors, assigns `seq` in (file name, line) order, and commits once; files
-already in the journal (by name relative to the landing) are skipped, so ingesting twice is a no-op. Lines that cannot be placed (bad JSON, no partition, offset or arrival time) are
+already in the journal (by name relative to the landing) are skipped, so ingesting twice is a no-op. Lines that
+cannot be placed (bad JSON, no partition, offset or arrival time) are
 kept as `kind = malformed` rows with their raw text, never dropped.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pyspark.sql import functions as F
 
 from replay.io import landing as landings
 from replay.io import locks, manifest
+from replay.io.lake import Lake
 from replay.io.paths import relative_name, spark_path
 from replay.io.store import TableStore, default_store
 
@@ -28,10 +30,6 @@ FIELDS = ("partition", "offset", "arrival_time", "event_time", "key", "value")
 RAW = ", ".join(f"{f} string" for f in FIELDS)
 FORMATS = landings.FORMATS
 EMPTY = "empty"  # the kind of the one row that journals a landing file without lines
-
-
-def journal_path(lake: str) -> str:
-    return os.path.join(lake, "journal")
 
 
 @dataclass(frozen=True)
@@ -67,7 +65,7 @@ class IngestResult:
 
 def read(spark: SparkSession, lake: str, store: TableStore | None = None) -> DataFrame:
     store = store or default_store()
-    path = journal_path(lake)
+    path = Lake(lake).journal
     if not store.exists(path):
         raise FileNotFoundError(f"no journal at {path}; run `replay ingest --landing DIR --lake {lake}` first")
     return store.read(spark, path)
@@ -77,9 +75,9 @@ def require_payloads(rows: DataFrame, lake: str) -> None:
     """A job's fields read the payload: a journal written before events were journaled whole has none."""
     old = rows.where((F.col("kind") == "event") & F.col("payload").isNull()).select("seq", "source").first()
     if old is not None:
-        raise ValueError(f"the journal at {journal_path(lake)} was written before events were journaled whole "
+        raise ValueError(f"the journal at {Lake(lake).journal} was written before events were journaled whole "
                          f"(event seq {old['seq']} from {old['source']} has no payload), so a job's fields cannot be "
-                         f"read from it; move {journal_path(lake)} aside and run `replay ingest --landing <landing> "
+                         f"read from it; move {Lake(lake).journal} aside and run `replay ingest --landing <landing> "
                          f"--lake {lake}` again")
 
 
@@ -95,14 +93,14 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
 
     `log(line)`, when given, hears what is done: files listed, lines parsed, rows written.
     `fields`: which payload fields hold the event time and the key (default `event_time`, `key`)."""
-    with locks.hold(locks.journal_lock(lake), "ingest"):
+    with locks.hold(Lake(lake).journal_lock, "ingest"):
         return _ingest(spark, landing, lake, store or default_store(), log or (lambda line: None),
                        fields or SourceFields())
 
 
 def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say,
             fields: SourceFields) -> IngestResult:
-    path = journal_path(lake)
+    path = Lake(lake).journal
     source = landings.Landing.of(landing)
     listed = source.files()
     files = [f.name for f in listed]
@@ -141,7 +139,7 @@ def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say
         lines = {**lines, **{f: 1 for f in empty}}
     say(f"writing the rows of {len(new)} files to {path}")
     version = store.write(with_seq(spark, rows, new, lines, base), path,
-                          metadata={"job": "replay ingest", "table": "journal", "seq_from": base, "files": len(new)})
+                          metadata={"writer": "replay ingest", "table": "journal", "seq_from": base, "files": len(new)})
     if cached is not None:
         cached.unpersist()
     event = F.col("kind") == "event"
@@ -198,7 +196,8 @@ def last_events(events: DataFrame, first: int, partitions: list) -> list[tuple[i
     while need and top > 0:
         bottom = max(0, first - span)
         got = (events.where((F.col("seq") >= bottom) & (F.col("seq") < top) & F.col("partition").isin(sorted(need)))
-               .groupBy("partition").agg(F.max("seq").alias("seq"), F.max_by("offset", "seq").alias("offset")).collect())
+               .groupBy("partition").agg(F.max("seq").alias("seq"), F.max_by("offset", "seq").alias("offset"))
+               .collect())
         found += [(r["partition"], r["seq"], r["offset"]) for r in got]
         need -= {r["partition"] for r in got}
         top, span = bottom, span * 8
@@ -349,17 +348,13 @@ def with_seq(spark: SparkSession, rows: DataFrame, files: list[str], lines: dict
     return rows.join(F.broadcast(offsets), "source").select(seq.alias("seq"), *[c for c in names() if c != "seq"])
 
 
-def source_path(lake: str) -> str:
-    return os.path.join(lake, "journal_source")
-
-
 def declared_partitions(spark: SparkSession, lake: str, store: TableStore | None = None) -> list[int] | None:
     """The source's partitions as the live job declared them (None: a batch-ingested journal, whose
     partitions are the ones that appear in it)."""
     store = store or default_store()
-    if not store.exists(source_path(lake)):
+    if not store.exists(Lake(lake).journal_source):
         return None
-    return list(range(store.read(spark, source_path(lake)).first()["partitions"]))
+    return list(range(store.read(spark, Lake(lake).journal_source).first()["partitions"]))
 
 
 def declare_partitions(spark: SparkSession, lake: str, count: int | None, store: TableStore | None = None) -> list[int]:
@@ -372,17 +367,18 @@ def declare_partitions(spark: SparkSession, lake: str, count: int | None, store:
                              f"was started with")
         return known
     if count is None or count < 1:
-        raise ValueError(f"partitions: {count!r}; the source's partition count (at least 1, `--partitions N`) is needed to start a journal")
-    store.write(spark.createDataFrame([(count,)], "partitions int"), source_path(lake), mode="overwrite")
+        raise ValueError(f"partitions: {count!r}; the source's partition count (at least 1, `--partitions N`) is "
+                         f"needed to start a journal")
+    store.write(spark.createDataFrame([(count,)], "partitions int"), Lake(lake).journal_source, mode="overwrite")
     return list(range(count))
 
 
 def journaled_sources(spark: SparkSession, lake: str, store: TableStore | None = None) -> set[str]:
     """The landing files already in the journal."""
     store = store or default_store()
-    if not store.exists(journal_path(lake)):
+    if not store.exists(Lake(lake).journal):
         return set()
-    return {r["source"] for r in store.read(spark, journal_path(lake)).select("source").distinct().collect()
+    return {r["source"] for r in store.read(spark, Lake(lake).journal).select("source").distinct().collect()
             if r["source"] is not None}
 
 

@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from replay.io import journal
+from replay.io.lake import Lake
 from replay.io.store import TableStore, default_store
 
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}  # Spark's `timestampType` column
@@ -106,11 +107,12 @@ def check_arrival_time(info: TopicInfo, trust_create_time: bool) -> None:
 def journaled_offsets(spark: SparkSession, lake: str, topic: str, store: TableStore | None = None) -> dict[int, int]:
     """The highest journaled offset of each partition of the topic (events and malformed records)."""
     store = store or default_store()
-    path = journal.journal_path(lake)
+    path = Lake(lake).journal
     if not store.exists(path):
         return {}
     rows = store.read(spark, path).where(of_topic(topic))
-    return {r["partition"]: r["offset"] for r in rows.groupBy("partition").agg(F.max("offset").alias("offset")).collect()}
+    found = rows.groupBy("partition").agg(F.max("offset").alias("offset")).collect()
+    return {r["partition"]: r["offset"] for r in found}
 
 
 def starting_offsets(topic: str, partitions: int, journaled: dict[int, int]) -> str:

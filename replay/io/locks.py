@@ -1,4 +1,5 @@
-"""One writer at a time: an exclusive OS file lock per journal and per target, in the lake folder.
+"""One writer at a time: an exclusive OS file lock per journal and per target, in the lake folder (where:
+`replay.io.lake`).
 
 `fcntl.flock` locks belong to an open file and the kernel releases them when the process dies (even by
 SIGKILL), so a crashed writer never leaves a stale lock. The holder writes who it is (pid, host, command,
@@ -23,16 +24,6 @@ _guard = threading.Lock()
 
 class LockBusy(RuntimeError):
     """Another process holds the lock (its details are in the message)."""
-
-
-def journal_lock(lake: str) -> str:
-    """The journal's lock file, next to the journal."""
-    return os.path.join(lake, "journal.lock")
-
-
-def target_lock(lake: str, target: str) -> str:
-    """A target's lock file, next to its folder of output tables."""
-    return os.path.join(lake, "outputs", f"{target}.lock")
 
 
 def holder(path: str) -> str:

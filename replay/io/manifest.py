@@ -14,14 +14,11 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from replay.io import landing as landings
+from replay.io.lake import Lake
 from replay.io.store import TableStore, default_store
 
 SCHEMA = "source string, size long, mtime_ns long, checksum string"
 SAMPLE = 64 * 1024
-
-
-def manifest_path(lake: str) -> str:
-    return os.path.join(lake, "journal_files")
 
 
 @dataclass(frozen=True)
@@ -75,10 +72,10 @@ def observe(source: landings.Landing, names: list[str]) -> dict[str, Recorded]:
 
 def load(spark: SparkSession, lake: str, store: TableStore | None = None) -> dict[str, Recorded]:
     store = store or default_store()
-    if not store.exists(manifest_path(lake)):
+    if not store.exists(Lake(lake).journal_files):
         return {}
     return {r["source"]: Recorded(r["source"], r["size"], r["mtime_ns"], r["checksum"])
-            for r in store.read(spark, manifest_path(lake)).collect()}
+            for r in store.read(spark, Lake(lake).journal_files).collect()}
 
 
 def record(spark: SparkSession, lake: str, files: dict[str, Recorded], store: TableStore | None = None, *,
@@ -91,7 +88,7 @@ def record(spark: SparkSession, lake: str, files: dict[str, Recorded], store: Ta
     rows = files if new else {**load(spark, lake, store), **files}
     df = spark.createDataFrame([(r.source, r.size, r.mtime_ns, r.checksum) for _, r in sorted(rows.items())],
                                SCHEMA)
-    store.write(df.coalesce(1), manifest_path(lake), mode="append" if new else "overwrite")
+    store.write(df.coalesce(1), Lake(lake).journal_files, mode="append" if new else "overwrite")
 
 
 def changes(source: landings.Landing, recorded: dict[str, Recorded], names: list[str] | None = None,

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from replay.io.lake import OUTPUT_TABLES, TargetDir
 from replay.io.store import TableStore, commit_metadata, default_store
-
-OUTPUTS = ("decisions", "windows", "dead_letters", "watermarks", "metrics")
 
 
 class MixedRuns(ValueError):
@@ -19,19 +18,23 @@ class MixedRuns(ValueError):
 class TableRun:
     table: str
     run: str | None  # None: no table, or no commit that records a run (written by hand or an older Retrace)
-    job: str | None = None
+    writer: str | None = None  # the program that wrote it: "replay run", "replay stream"
 
 
-def table_runs(spark: SparkSession, lake: str, target: str, store: TableStore | None = None) -> list[TableRun]:
-    """The run recorded by the latest commit of each output table of `target` (maintenance commits skipped)."""
-    from replay.cli.runner import output_path
+def writer(metadata: dict | None) -> str | None:
+    """Which program made a commit: its `writer`, or, in a commit from before jobs, its `job`."""
+    metadata = metadata or {}
+    return metadata["writer"] if "writer" in metadata else metadata.get("job")
 
+
+def table_runs(spark: SparkSession, where: TargetDir, store: TableStore | None = None) -> list[TableRun]:
+    """The run recorded by the latest commit of each output table of a target (maintenance commits skipped)."""
     store = store or default_store()
     out = []
-    for table in OUTPUTS:
-        path = output_path(lake, target, table)
+    for table in OUTPUT_TABLES:
+        path = where.table(table)
         meta = commit_metadata(spark, path) if store.exists(path) else None
-        out.append(TableRun(table, (meta or {}).get("run"), (meta or {}).get("job")))
+        out.append(TableRun(table, (meta or {}).get("run"), writer(meta)))
     return out
 
 
@@ -44,13 +47,13 @@ def describe(runs: list[TableRun]) -> str:
                      for run, tables in groups.items())
 
 
-def check_whole(spark: SparkSession, lake: str, target: str, store: TableStore | None = None,
+def check_whole(spark: SparkSession, where: TargetDir, store: TableStore | None = None,
                 runs: list[TableRun] | None = None) -> str | None:
-    """The run every output table of `target` comes from; MixedRuns when they come from different runs.
+    """The run every output table of the target comes from; MixedRuns when they come from different runs.
     Tables that record no run (hand-written, older) are not counted."""
-    runs = runs if runs is not None else table_runs(spark, lake, target, store)
+    runs = runs if runs is not None else table_runs(spark, where, store)
     ids = {r.run for r in runs if r.run is not None}
     if len(ids) > 1:
-        raise MixedRuns(f"target {target!r} in {lake} is half-written (an interrupted run?): {describe(runs)}; "
-                        f"run the same `replay run` (or `replay stream`) again to finish it")
+        raise MixedRuns(f"target {where.target!r} of job {where.job} in {where.lake} is half-written (an interrupted "
+                        f"run?): {describe(runs)}; run the same `replay run` (or `replay stream`) again to finish it")
     return ids.pop() if ids else None

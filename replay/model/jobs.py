@@ -9,10 +9,11 @@ is `Job.spec(policy)`: the demo, the conformance runner and every job without a 
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ RESERVED = frozenset({
 JOB_KEYS = {"name", "source", "policy", "fields", "where", "group_by", "aggregates"}
 SOURCE_KEYS = {"event_time_field", "key_field", "partitions", "description"}
 SOURCES_FILE = "sources.yaml"
+COUNTS = ("count(*)", "count(1)")  # an aggregate that counts a window's members
 
 
 class JobError(ValueError):
@@ -79,42 +81,26 @@ class Job:
     @classmethod
     def define(cls, name: str, policy: Policy | dict, *, source: str = SPEC_JOB, fields: dict | None = None,
                where: str | None = None, group_by: list[str] | tuple[str, ...] | None = None,
-               aggregates: dict | None = None, transform: Callable[[Any], Any] | None = None,
-               origin: str = "python") -> "Job":
-        """A job from plain values, validated (names, shapes); `check` then validates it against Spark."""
-        where_ = f"{origin}: " if origin != "python" else ""
+               aggregates: dict | None = None, transform: Callable[[Any], Any] | None = None) -> "Job":
+        """A job from plain values, validated (names, shapes); `job_sql.check` then validates it against Spark.
+        A loader names the file it came from (`origin`) in front of any error."""
         if not isinstance(name, str) or not NAME.match(name) or name == SPEC_JOB:
-            raise JobError(f"{where_}name: {name!r} must be lower-case letters, digits or '_', starting with a letter"
+            raise JobError(f"name: {name!r} must be lower-case letters, digits or '_', starting with a letter"
                            f" (and not {SPEC_JOB!r})")
-        if isinstance(policy, dict):
-            try:
-                policy = Policy.from_dict(policy)
-            except PolicyError as e:
-                raise JobError(f"{where_}job {name}: policy: {e}") from None
-        if policy.window is None:
-            raise JobError(f"{where_}job {name}: policy.window: a job needs windows (e.g. {{kind: tumbling, size: 1m}})")
-        fields_ = _named(fields or {}, "fields", name, where_)
-        aggregates_ = _named(aggregates if aggregates is not None else dict(SPEC_AGGREGATES), "aggregates", name, where_)
+        policy = _windowed_policy(name, policy)
+        fields_ = _named(fields or {}, "fields", name)
+        aggregates_ = _named(aggregates if aggregates is not None else dict(SPEC_AGGREGATES), "aggregates", name)
         if not aggregates_:
-            raise JobError(f"{where_}job {name}: aggregates: give at least one, e.g. {{events: 'count(*)'}}")
+            raise JobError(f"job {name}: aggregates: give at least one, e.g. {{events: 'count(*)'}}")
         if where is not None and (not isinstance(where, str) or not where.strip()):
-            raise JobError(f"{where_}job {name}: where: {where!r} must be a Spark SQL boolean expression")
-        group = None
-        if group_by is not None:
-            if isinstance(group_by, str) or not all(isinstance(g, str) for g in group_by):
-                raise JobError(f"{where_}job {name}: group_by: {group_by!r} must be a list of column names")
-            group = tuple(group_by)
-            known = {"key"} | {n for n, _ in fields_}
-            unknown = [g for g in group if g not in known and transform is None]
-            if unknown:
-                raise JobError(f"{where_}job {name}: group_by: {unknown[0]!r} is not a field; known: "
-                               f"{', '.join(sorted(known))}")
+            raise JobError(f"job {name}: where: {where!r} must be a Spark SQL boolean expression")
+        group = _grouping(name, group_by, fields_, transform)
         clash = {n for n, _ in aggregates_} & (set(group or ("key",)) | RESERVED)
         if clash:
-            raise JobError(f"{where_}job {name}: aggregates: {sorted(clash)[0]!r} is already a column of the windows")
+            raise JobError(f"job {name}: aggregates: {sorted(clash)[0]!r} is already a column of the windows")
         if transform is not None and not callable(transform):
-            raise JobError(f"{where_}job {name}: transform: {transform!r} is not a function of a DataFrame")
-        return cls(name, policy, source, fields_, where, group, aggregates_, transform, origin)
+            raise JobError(f"job {name}: transform: {transform!r} is not a function of a DataFrame")
+        return cls(name, policy, source, fields_, where, group, aggregates_, transform)
 
     @property
     def grouping(self) -> tuple[str, ...]:
@@ -129,6 +115,17 @@ class Job:
         return (not self.fields and self.where is None and self.transform is None and self.group_by is None
                 and self.aggregates == SPEC_AGGREGATES)
 
+    @property
+    def counting_aggregate(self) -> str | None:
+        """The aggregate that counts a window's members (`count(*)`), if the job has one."""
+        return next((n for n, e in self.aggregates if "".join(e.lower().split()) in COUNTS), None)
+
+    @property
+    def conserves(self) -> bool:
+        """Spec 7's balance holds on its tables: every kept event reaches its windows (no `where`, no
+        `transform`) and an aggregate counts the members."""
+        return self.where is None and self.transform is None and self.counting_aggregate is not None
+
     def fingerprint(self) -> dict:
         """The definition, as plain values (a checkpoint made for another definition is not continued)."""
         t = self.transform
@@ -136,29 +133,52 @@ class Job:
                 "group_by": list(self.grouping), "aggregates": list(map(list, self.aggregates)),
                 "transform": None if t is None else f"{getattr(t, '__module__', '')}.{getattr(t, '__qualname__', t)}"}
 
+    def signature(self) -> str:
+        """What a checkpoint's state depends on, as canonical JSON: the policy, and the definition of a job whose
+        open windows hold their members (in the spec's shape they hold partial counts and sums, which depend on
+        the policy alone: the form of every checkpoint written before jobs, which stays valid)."""
+        if self.is_spec:
+            return json.dumps(self.policy.to_dict(), sort_keys=True)
+        return json.dumps({**self.fingerprint(), "policy": self.policy.to_dict()}, sort_keys=True)
+
     def describe(self) -> str:
         return f"job {self.name}" + (f" ({self.origin})" if self.origin != "python" else "")
 
 
-def job_root(lake: str, job: Job | None) -> str:
-    """Where a job's outputs, checkpoints and locks live: the lake itself for the spec's job (the layout
-    of every lake so far), LAKE/jobs/<name> for a user's job."""
-    if job is None or job.name == SPEC_JOB:
-        return lake
-    return os.path.join(lake, "jobs", job.name)
+def _windowed_policy(name: str, policy: Policy | dict) -> Policy:
+    if isinstance(policy, dict):
+        try:
+            policy = Policy.from_dict(policy)
+        except PolicyError as e:
+            raise JobError(f"job {name}: policy: {e}") from None
+    if policy.window is None:
+        raise JobError(f"job {name}: policy.window: a job needs windows (e.g. {{kind: tumbling, size: 1m}})")
+    return policy
 
 
-def _named(raw: Any, what: str, job: str, where_: str) -> tuple[tuple[str, str], ...]:
+def _grouping(name: str, group_by, fields: tuple, transform) -> tuple[str, ...] | None:
+    if group_by is None:
+        return None
+    if isinstance(group_by, str) or not all(isinstance(g, str) for g in group_by):
+        raise JobError(f"job {name}: group_by: {group_by!r} must be a list of column names")
+    known = {"key"} | {n for n, _ in fields}
+    unknown = [g for g in group_by if g not in known and transform is None]
+    if unknown:
+        raise JobError(f"job {name}: group_by: {unknown[0]!r} is not a field; known: {', '.join(sorted(known))}")
+    return tuple(group_by)
+
+
+def _named(raw: Any, what: str, job: str) -> tuple[tuple[str, str], ...]:
     if not isinstance(raw, dict):
-        raise JobError(f"{where_}job {job}: {what}: must be a mapping of name: Spark SQL expression, got {raw!r}")
+        raise JobError(f"job {job}: {what}: must be a mapping of name: Spark SQL expression, got {raw!r}")
     out = []
     for n, e in raw.items():
         if not isinstance(n, str) or not IDENT.match(n):
-            raise JobError(f"{where_}job {job}: {what}: {n!r} is not a column name (letters, digits, '_')")
+            raise JobError(f"job {job}: {what}: {n!r} is not a column name (letters, digits, '_')")
         if what == "fields" and n in RESERVED:
-            raise JobError(f"{where_}job {job}: {what}: {n!r} is a journal or decisions column; name the field otherwise")
+            raise JobError(f"job {job}: {what}: {n!r} is a journal or decisions column; name the field otherwise")
         if not isinstance(e, str) or not e.strip():
-            raise JobError(f"{where_}job {job}: {what}.{n}: {e!r} must be a Spark SQL expression")
+            raise JobError(f"job {job}: {what}.{n}: {e!r} must be a Spark SQL expression")
         out.append((n, e))
     return tuple(out)
 
@@ -177,6 +197,10 @@ class Catalog:
 
     def source_of(self, job: Job) -> Source:
         return self.sources.get(job.source, Source(job.source))
+
+    def reading(self, source: str) -> tuple[Job, ...]:
+        """The jobs that read `source`, by name."""
+        return tuple(job for _, job in sorted(self.jobs.items()) if job.source == source)
 
 
 def load_folder(folder: str | os.PathLike) -> Catalog:
@@ -219,7 +243,6 @@ def _python_jobs(path: Path) -> list[Job]:
     found = list(getattr(module, "JOBS", [])) + ([module.JOB] if hasattr(module, "JOB") else [])
     if not found or not all(isinstance(j, Job) for j in found):
         raise JobError(f"{path}: define JOB = Job.define(...) (or a list JOBS) in it")
-    from dataclasses import replace
     return [replace(j, origin=str(path)) if j.origin == "python" else j for j in found]
 
 
@@ -238,8 +261,12 @@ def load_job(path: Path, sources: dict[str, Source] | None = None) -> Job:
                        f"defined: {', '.join(sorted(sources)) or 'none'}")
     if not isinstance(raw.get("policy"), dict):
         raise JobError(f"{path}: policy: must be a mapping of the spec's policy fields, got {raw.get('policy')!r}")
-    return Job.define(name, raw["policy"], source=source, fields=raw.get("fields"), where=raw.get("where"),
-                      group_by=raw.get("group_by"), aggregates=raw.get("aggregates"), origin=str(path))
+    try:
+        job = Job.define(name, raw["policy"], source=source, fields=raw.get("fields"), where=raw.get("where"),
+                         group_by=raw.get("group_by"), aggregates=raw.get("aggregates"))
+    except JobError as e:
+        raise JobError(f"{path}: {e}") from None
+    return replace(job, origin=str(path))
 
 
 def _load_sources(path: Path) -> dict[str, Source]:
@@ -255,7 +282,8 @@ def _load_sources(path: Path) -> dict[str, Source]:
             raise JobError(f"{path}: {name}: must be a mapping of {', '.join(sorted(SOURCE_KEYS))}")
         unknown = sorted(set(spec) - SOURCE_KEYS)
         if unknown:
-            raise JobError(f"{path}: {name}: unknown field {unknown[0]!r}; known fields: {', '.join(sorted(SOURCE_KEYS))}")
+            raise JobError(f"{path}: {name}: unknown field {unknown[0]!r}; known fields: "
+                           f"{', '.join(sorted(SOURCE_KEYS))}")
         try:
             out[name] = Source(name, spec.get("event_time_field", "event_time"), spec.get("key_field", "key"),
                                spec.get("partitions"))

@@ -5,6 +5,8 @@ Durations are held in integer microseconds.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,12 +127,14 @@ class Policy:
         except IsADirectoryError:
             raise PolicyError(f"policy file {path} is a directory; give the policy YAML file in it") from None
         except UnicodeDecodeError as e:
-            raise PolicyError(f"policy file {path} is not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r}); "
+            raise PolicyError(f"policy file {path} is not UTF-8 text "
+                              f"(byte {e.start}: {e.object[e.start:e.start + 1]!r}); "
                               "save it as UTF-8 YAML") from None
         except yaml.YAMLError as e:
             raise PolicyError(f"policy file {path} is not valid YAML: {' '.join(str(e).split())}") from None
         if raw is None:  # an empty file is a mistake, not a request for the defaults
-            raise PolicyError(f"policy file {path} is empty; write the policy fields in it (`{{}}` for the spec defaults)")
+            raise PolicyError(f"policy file {path} is empty; write the policy fields in it "
+                              f"(`{{}}` for the spec defaults)")
         if not isinstance(raw, dict):
             raise PolicyError(f"policy file {path} must hold a mapping of policy fields, got {type(raw).__name__}")
         try:
@@ -154,7 +158,7 @@ class Policy:
     def to_dict(self) -> dict:
         """The policy in the spec's YAML shape, every field explicit (a canonical form for hashing and logs),
         except `timestamp_by`, which appears only when it is not its default: a policy written before the field
-        existed keeps its canonical form, so its hash (runner.policy_hash) and checkpoints stay valid."""
+        existed keeps its canonical form, so its hash (`policy_hash`) and checkpoints stay valid."""
         dur = lambda v: None if v is None else format_duration(v)  # noqa: E731
         out: dict[str, Any] = {} if self.timestamp_by == "event_time" else {"timestamp_by": self.timestamp_by}
         return out | {
@@ -173,6 +177,11 @@ class Policy:
             "idle_timeout": dur(self.idle_timeout),
             "flush_at_end": self.flush_at_end,
         }
+
+
+def policy_hash(policy: Policy) -> str:
+    """A short fingerprint of the policy (canonical JSON), recorded with each commit."""
+    return hashlib.sha256(json.dumps(policy.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 _FIELDS = set(Policy.__dataclass_fields__)
@@ -278,7 +287,8 @@ def _build(raw: dict) -> Policy:
     _unknown(raw, _FIELDS, "")
     substream = raw.get("substream_by")
     if substream is not None and substream not in SUBSTREAM_COLUMNS:
-        raise PolicyError(f"substream_by: {substream!r} is not a journal column; use one of {', '.join(SUBSTREAM_COLUMNS)} or null")
+        raise PolicyError(f"substream_by: {substream!r} is not a journal column; use one of "
+                          f"{', '.join(SUBSTREAM_COLUMNS)} or null")
     return Policy(
         timestamp_by=_choice(raw, "timestamp_by", TIMESTAMP_BY),
         early_arrival_tolerance=_duration(raw, "early_arrival_tolerance", nullable=True),

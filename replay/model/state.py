@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame
 
-from replay.engine.decisions import NEG
+NEG = -(2**62)  # -infinity for watermarks, in microseconds; far below any real instant and safe to subtract from
 
 WINDOWS_SCHEMA = "scope int, group_key string, k long, count long, sum decimal(38,12)"
 KEYS_SCHEMA = "partition int, key string, e long"

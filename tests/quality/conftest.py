@@ -7,10 +7,9 @@ from dataclasses import dataclass
 import dagster as dg
 import pytest
 
-from orchestration.alerts import EmailAlertSink, LogFileAlertSink, WebhookAlertSink
-from orchestration.resources import RetraceResource
-from tests.quality.location import POLICY_FILE, clean_landing, late_landing, materialize
-from tests.quality.receivers import HttpReceiver, SmtpReceiver
+from orchestration.resources import EmailAlertSink, LogFileAlertSink, RetraceResource, WebhookAlertSink
+from tests.support.quality_location import POLICY_FILE, clean_landing, late_landing, materialize
+from tests.support.receivers import HttpReceiver, SmtpReceiver
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""Alert sinks deliver to real local receivers (HTTP, SMTP, a file); the failed-run sensor alerts on a
-failed run; the failed-check sensor keeps its cursor when no sink could take an alert."""
+"""Alert sinks deliver to real local receivers (HTTP, SMTP, a file), as Dagster resources and without Dagster;
+the failed-run sensor alerts on a failed run; the failed-check sensor keeps its cursor when no sink could take an
+alert."""
 from __future__ import annotations
 
 import json
@@ -7,11 +8,12 @@ import json
 import dagster as dg
 import pytest
 
-from assets.checks import CHECKS
 from orchestration.alerting import RESOURCES, SENSORS, check_failure_alert, run_failure_alert
-from orchestration.alerts import Alert, EmailAlertSink, LogFileAlertSink, WebhookAlertSink, deliver
-from tests.quality.location import definitions, journal_asset, replay_outputs
-from tests.quality.receivers import HttpReceiver
+from orchestration.resources import EmailAlertSink, LogFileAlertSink, WebhookAlertSink
+from replay.io import alerts
+from replay.io.alerts import Alert, deliver
+from tests.support.quality_location import CHECKS, OUTPUTS, definitions, journal_asset
+from tests.support.receivers import HttpReceiver
 
 ALERT = Alert(asset="windows", partition="2024-01-01-00:00...2024-01-01-01:00", check="window_rows_unique",
               severity="ERROR", message="duplicates: windows with more than one row: 1 unexpected rows",
@@ -76,13 +78,22 @@ def test_unconfigured_sinks_are_off_and_a_failing_sink_does_not_stop_the_others(
         deliver(ALERT, [WebhookAlertSink(url=dead.url)])
 
 
+def test_the_sinks_deliver_without_dagster_as_the_environment_configures_them(http_receiver, tmp_path):
+    sinks = alerts.sinks_from_env({"RETRACE_ALERT_WEBHOOK_URL": http_receiver.url,
+                                   "RETRACE_ALERT_LOG": str(tmp_path / "alerts.jsonl")})
+    assert not sinks["alert_email"].enabled  # no SMTP host: off
+    assert deliver(ALERT, list(sinks.values())) == ["Webhook", "LogFile"]
+    assert http_receiver.take()["json"]["text"] == ALERT.slack()["text"]
+    assert json.loads((tmp_path / "alerts.jsonl").read_text())["check"] == "window_rows_unique"
+
+
 def test_alert_severity_must_be_warn_or_error():
     with pytest.raises(ValueError, match="alert severity: 'FATAL' must be one of WARN, ERROR"):
         Alert(asset="a", partition="all", check=None, severity="FATAL", message="m")
 
 
 def test_checks_sensors_and_resources_load_as_one_code_location():
-    defs = dg.Definitions(assets=[journal_asset, replay_outputs], asset_checks=CHECKS, sensors=SENSORS,
+    defs = dg.Definitions(assets=[journal_asset, OUTPUTS], asset_checks=CHECKS, sensors=SENSORS,
                           resources={**RESOURCES, "retrace": dg.ResourceDefinition.none_resource()})
     dg.Definitions.validate_loadable(defs)
     assert {s.name for s in SENSORS} == {"retrace_run_failure_alert", "retrace_check_failure_alert"}
@@ -120,7 +131,7 @@ def test_the_check_sensor_keeps_its_cursor_when_no_sink_takes_the_alert(late, ht
     check_failure_alert(context)
     stopped_at = json.loads(context.cursor)
     failed_id = late.instance.get_latest_asset_check_evaluation_record(
-        dg.AssetCheckKey(dg.AssetKey("metrics"), "late_events")).id
+        dg.AssetCheckKey(dg.AssetKey(["default", "metrics"]), "late_events")).id
     assert stopped_at["low"] < failed_id and failed_id not in stopped_at["alerted"]
     working = {**failing, "alert_webhook": WebhookAlertSink(url=http_receiver.url)}
     context = dg.build_sensor_context(instance=late.instance, cursor=context.cursor, resources=working,

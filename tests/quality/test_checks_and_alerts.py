@@ -9,11 +9,11 @@ import dagster as dg
 import pytest
 from pyspark.sql import functions as F
 
-from assets.checks import CHECKS
 from orchestration.alerting import check_failure_alert
-from replay.cli.runner import TABLES, output_path
+from replay.io.lake import OUTPUT_TABLES as TABLES
 from replay.io.store import default_store
-from tests.quality.location import FIRST_HOUR, LAST_HOUR, definitions, materialize
+from tests.support import target_dir
+from tests.support.quality_location import CHECKS, FIRST_HOUR, LAST_HOUR, definitions, materialize
 
 PARTITION = f"{FIRST_HOUR}...{LAST_HOUR}"
 CHECK_NAMES = {key.name for check in CHECKS for key in check.check_keys}
@@ -27,10 +27,10 @@ def _tick(stream, sinks, cursor=None):
     return context.cursor
 
 
-def test_every_check_runs_on_every_output_asset(clean):
-    assert set(clean.evaluations()) == CHECK_NAMES
+def test_every_check_runs_on_every_output_asset_of_the_spec_job(clean):
+    assert set(clean.evaluations()) == CHECK_NAMES and "conservation" in CHECK_NAMES
     assert {e.asset_key.to_user_string() for e in clean.result.get_asset_check_evaluations()} == {
-        "metrics", "decisions", "windows", "dead_letters", "watermarks"}
+        "default/metrics", "default/decisions", "default/windows", "default/dead_letters", "default/watermarks"}
 
 
 def test_checks_pass_on_a_clean_stream(clean):
@@ -97,14 +97,14 @@ def tampered(spark, clean):
     store = default_store()
     for target in ("dup-window", "lost-decision"):
         for name in TABLES:
-            df = store.read(spark, output_path(clean.lake, "production", name))
-            store.write(df, output_path(clean.lake, target, name), mode="overwrite")
-    windows = store.read(spark, output_path(clean.lake, "production", "windows"))
+            df = store.read(spark, target_dir(clean.lake, "production").table(name))
+            store.write(df, target_dir(clean.lake, target).table(name), mode="overwrite")
+    windows = store.read(spark, target_dir(clean.lake, "production").table("windows"))
     store.write(windows.unionByName(windows.orderBy("window_start", "key").limit(1)),
-                output_path(clean.lake, "dup-window", "windows"), mode="overwrite")
-    decisions = store.read(spark, output_path(clean.lake, "production", "decisions"))
+                target_dir(clean.lake, "dup-window").table("windows"), mode="overwrite")
+    decisions = store.read(spark, target_dir(clean.lake, "production").table("decisions"))
     victim = decisions.where("action = 'dropped'").agg(F.min("seq")).first()[0]
-    store.write(decisions.where(F.col("seq") != victim), output_path(clean.lake, "lost-decision", "decisions"),
+    store.write(decisions.where(F.col("seq") != victim), target_dir(clean.lake, "lost-decision").table("decisions"),
                 mode="overwrite")
     return clean
 

@@ -9,10 +9,14 @@ from pyspark.sql import functions as F
 
 from assets import quality
 from assets.quality_tables import Target
-from replay.cli.runner import TABLES, output_path
+from replay.io.lake import OUTPUT_TABLES as TABLES
 from replay.io.store import default_store
+from replay.model.jobs import Job
 from replay.model.policy import Policy
-from tests.quality.location import POLICY_FILE
+from tests.support import target_dir
+from tests.support.quality_location import POLICY_FILE
+
+SPEC = Job.spec(Policy.from_yaml(POLICY_FILE))
 
 HOUR_0 = ("2024-01-01T00:00:00Z", "2024-01-01T01:00:00Z")
 HOUR_1 = ("2024-01-01T01:00:00Z", "2024-01-01T02:00:00Z")
@@ -39,7 +43,7 @@ def test_thresholds_are_frozen_with_defaults_for_what_is_not_set():
 
 def test_a_range_must_not_be_empty(spark, tmp_path):
     with pytest.raises(ValueError, match="start: 2024-01-01T01:00:00Z must be before end: 2024-01-01T00:00:00Z"):
-        Target(spark, str(tmp_path), "production", Policy.from_yaml(POLICY_FILE), *reversed(HOUR_0))
+        Target(spark, str(tmp_path), "production", SPEC, *reversed(HOUR_0))
 
 
 def test_data_docs_site_is_built_into_the_lake(clean):
@@ -48,21 +52,34 @@ def test_data_docs_site_is_built_into_the_lake(clean):
     site = os.path.dirname(index)
     with open(index) as f:
         listing = f.read()
-    for name in quality.VALIDATIONS:  # suite `<check>.<target>`: a page per suite and per validation
-        assert os.path.exists(os.path.join(site, "expectations", name, "production.html"))
-        assert os.listdir(os.path.join(site, "validations", name, "production"))
-        assert f"validations/{name}/production/" in listing
+    for name in quality.VALIDATIONS:  # suite `<check>.<job>.<target>`: a page per suite and per validation
+        assert os.path.exists(os.path.join(site, "expectations", name, "default", "production.html"))
+        assert os.listdir(os.path.join(site, "validations", name, "default", "production"))
+        assert f"validations/{name}/default/production/" in listing
 
 
 def test_conservation_is_stated_for_tumbling_windows_only(spark, clean):
     hopping = Policy.from_dict({**Policy.from_yaml(POLICY_FILE).to_dict(),
                                 "window": {"kind": "hopping", "size": "2m", "hop": "1m"}})
-    outcome = quality.conservation(Target(spark, clean.lake, "production", hopping))
+    outcome = quality.conservation(Target(spark, clean.lake, "production", Job.spec(hopping)))
     assert outcome.passed and not outcome.applicable and "tumbling" in outcome.failures[0]
 
 
+def test_conservation_and_window_counts_hold_for_a_users_job_whose_kept_events_all_reach_its_windows(spark, clean):
+    from replay.ops.run import run
+
+    job = Job.define("plain", Policy.from_yaml(POLICY_FILE), aggregates={"readings": "count(*)", "top": "max(value)"})
+    run(spark, clean.lake, job)
+    t = Target(spark, clean.lake, "production", job)
+    outcomes = {name: quality.VALIDATIONS[name](t) for name in ("conservation", "windows_emitted_once")}
+    assert {name: o.failures for name, o in outcomes.items() if not o.passed} == {}
+    assert outcomes["conservation"].applicable and outcomes["conservation"].counts["windowed"] > 0
+    filtered = Job.define("filtered", job.policy, where="value > 0", aggregates={"readings": "count(*)"})
+    assert not quality.conservation(Target(spark, clean.lake, "production", filtered)).applicable
+
+
 def test_every_validation_passes_on_the_second_hour_alone(spark, clean):
-    t = Target(spark, clean.lake, "production", Policy.from_yaml(POLICY_FILE), *HOUR_1)
+    t = Target(spark, clean.lake, "production", SPEC, *HOUR_1)
     outcomes = {name: validate(t) for name, validate in quality.VALIDATIONS.items()}
     assert {name: o.failures for name, o in outcomes.items() if not o.passed} == {}
     windows = outcomes["windows_emitted_once"].counts
@@ -75,24 +92,24 @@ def copies(spark, clean):
     """Two copies of the clean run's outputs: `recount` with one window's count raised by one, `no-letter`
     with one early dead letter deleted."""
     store = default_store()
-    read = lambda target, name: store.read(spark, output_path(clean.lake, target, name))  # noqa: E731
+    read = lambda target, name: store.read(spark, target_dir(clean.lake, target).table(name))  # noqa: E731
     for target in ("recount", "no-letter"):
         for name in TABLES:
-            store.write(read("production", name), output_path(clean.lake, target, name), mode="overwrite")
+            store.write(read("production", name), target_dir(clean.lake, target).table(name), mode="overwrite")
     windows = read("production", "windows")
     first = windows.where(F.col("emitted_at").isNotNull()).orderBy("emitted_at", "key").first()
     one = (F.col("window_start") == F.lit(first["window_start"])) & (F.col("key") == F.lit(first["key"]))
     store.write(windows.withColumn("count", F.when(one, F.col("count") + 1).otherwise(F.col("count"))),
-                output_path(clean.lake, "recount", "windows"), mode="overwrite")
+                target_dir(clean.lake, "recount").table("windows"), mode="overwrite")
     letters = read("production", "dead_letters")
     victim = letters.where("reason = 'early'").agg(F.min("seq")).first()[0]
-    store.write(letters.where(F.col("seq") != victim), output_path(clean.lake, "no-letter", "dead_letters"),
+    store.write(letters.where(F.col("seq") != victim), target_dir(clean.lake, "no-letter").table("dead_letters"),
                 mode="overwrite")
     return clean
 
 
 def _target(spark, stream, target, start=None, end=None) -> Target:
-    return Target(spark, stream.lake, target, Policy.from_yaml(POLICY_FILE), start, end)
+    return Target(spark, stream.lake, target, SPEC, start, end)
 
 
 def test_a_changed_window_count_fails_windows_emitted_once_only(spark, copies):

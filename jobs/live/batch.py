@@ -1,0 +1,236 @@
+"""The live job's micro-batch core, whatever its source: every micro-batch journals first.
+
+Per micro-batch, in order: (1) append its rows to the journal with new `seq` values, plus a clock row with the
+estimated arrival time for every partition of the source that has no new event (spec 4); (2) every job on the
+source decides the new rows from its own checkpoint and commits its outputs, then its checkpoint (`consumers`,
+`commit`); (3) the batch's processing lag and diagnostics (`observe`). A crash anywhere leaves the batch either in
+the journal or not: on restart, rows journaled but not decided yet are decided first, and a commit already made
+for a batch is not made again. The journal is the truth; Spark's own checkpoint is only scratch. When no data
+arrives for a heartbeat interval, a heartbeat journals clock rows alone and decides them as a batch, so time
+moves on an idle source. A source (`files`, `kafka`) only says how its batch becomes sequenced journal rows.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import threading
+import time
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs.live import diagnostics, lag, observe
+from jobs.live.commit import Batch, crash_point, persisted
+from jobs.live.consumers import Consumer
+from jobs.live.offsets import EarlierRows
+from jobs.live.options import LiveOptions
+from jobs.live.report import BatchReport
+from replay.io import journal
+from replay.io.checkpoints import SourcePartition
+from replay.io.lake import Lake
+from replay.io.spark import few_rows
+from replay.io.store import default_store
+from replay.model.durations import format_instant, parse_instant
+from replay.model.jobs import Job
+from replay.model.state import NEG
+
+WRITER = "replay stream"
+
+
+def processing_time(clock: str, latest_arrival: int | None) -> int:
+    """Now, in microseconds: the wall clock, or (simulated, for tests and demos) the latest arrival seen."""
+    if clock == "system":
+        return time.time_ns() // 1000
+    return latest_arrival if latest_arrival is not None else 0
+
+
+def release_java_objects() -> None:
+    """Free the JVM objects behind a batch's Python garbage now. Each py4j JavaObject caches its method
+    handles, which point back at it: a reference cycle, so only Python's full collection frees it, and that
+    seldom runs; until then the batch's plans, cached blocks and broadcasts stay on the driver's heap."""
+    gc.collect()
+
+
+class LiveStream:
+    """The micro-batches of the live job over one source, for its jobs (the first is the lead: `consumers`)."""
+
+    unit = "files"  # what a report's `files` counts
+
+    def __init__(self, spark: SparkSession, lake: str, jobs: tuple[Job, ...] | list[Job],
+                 options: LiveOptions = LiveOptions(), fields: journal.SourceFields | None = None):
+        if not jobs:
+            raise ValueError("the live job needs at least one job to decide its batches")
+        self.spark, self.lake, self.options = spark, lake, options
+        self.fields = fields or journal.SourceFields()  # the payload fields holding the event time and the key
+        self.store = default_store()
+        self.source_partitions = journal.declare_partitions(spark, lake, options.partitions, self.store)
+        self.earlier = EarlierRows()  # the journal before a batch: offsets it could repeat, last events
+        self.consumers = [Consumer.load(self, job, lead=i == 0) for i, job in enumerate(jobs)]
+        self.reports: list[BatchReport] = []
+        self.caught_up = False  # no journal rows past the lead's checkpoint (checked once, then kept so)
+        self._followers_started = False
+        self.started_at = processing_time(options.clock, self._latest_arrival())
+        self.watchdog = diagnostics.Watchdog(options.silent_after_us)
+        self.idle_since = time.monotonic()  # when the last batch or heartbeat ended
+        self._lock = threading.Lock()  # a heartbeat (driver thread) and a micro-batch (Spark's) never overlap
+
+    @property
+    def lead(self) -> Consumer:
+        return self.consumers[0]
+
+    def _latest_arrival(self) -> int | None:
+        return max((s.last_arrival for s in self.lead.cp.source.values()), default=None)
+
+    # -- the micro-batch ---------------------------------------------------------------------------------------
+
+    def process(self, batch: DataFrame, spark_batch_id: int | None = None) -> None:
+        """foreachBatch: journal the batch, then decide and commit it."""
+        try:
+            with self._lock, persisted(batch) as read_once:  # read from the source once
+                self._process(read_once)
+        finally:
+            release_java_objects()
+            self.idle_since = time.monotonic()
+
+    def _process(self, batch: DataFrame) -> None:
+        raise NotImplementedError  # a source's: how its batch becomes journal rows
+
+    def heartbeat(self, idle_for: float = 0.0) -> bool:
+        """No data for a heartbeat interval: journal a clock row for every partition of the source (each with
+        its estimated arrival, spec 4) and decide them as a batch. False when there is nothing to journal, or
+        a batch ended less than `idle_for` seconds ago."""
+        with self._lock:
+            if not self.caught_up or time.monotonic() - self.idle_since < idle_for:
+                return False
+            try:
+                began = time.perf_counter()
+                new = self.journal(None, self.lead.seq + 1, 0)
+                if new is None:
+                    return False
+                self.decide(new, 0, began, trigger="heartbeat")
+                return True
+            finally:
+                release_java_objects()
+                self.idle_since = time.monotonic()
+
+    def tail(self) -> tuple[set[str], DataFrame] | None:
+        """Journal rows after the lead's checkpoint (journaled by a run that crashed before deciding them), with
+        the sources they came from; None when there are none."""
+        rows = self.lead.pending(self)
+        if rows is None:
+            return None
+        found = rows.agg(F.count("*").alias("n"), F.collect_set("source").alias("sources")).first()
+        return (set(found["sources"]), rows) if found["n"] else None
+
+    def start_followers(self) -> None:
+        """Once, before journaling anything new: every other job finishes what a crashed run left half-committed
+        (with the same journal rows) and catches up with the journal (a job added since starts at seq 0)."""
+        if not self._followers_started:
+            self._followers_started = True
+            for consumer in self.consumers[1:]:
+                consumer.follow(self)
+
+    def journal(self, events: DataFrame | None, base: int, count: int) -> DataFrame | None:
+        """Append `count` source rows (seq `base`...; None: a heartbeat) and the clock rows after them; returns
+        the new rows (None: nothing to journal)."""
+        path = Lake(self.lake).journal
+        seen = {} if events is None else {r["partition"]: r for r in events.where(F.col("kind") == "event").groupBy(
+            "partition").agg(F.max(F.unix_micros("arrival_time")).alias("arrival")).collect()}
+        latest = max([r["arrival"] for r in seen.values()] + [s.last_arrival for s in self.lead.cp.source.values()],
+                     default=None)
+        clocks = self._clock_rows(processing_time(self.options.clock, latest), seen, base + count)
+        if events is None and clocks is None:
+            return None
+        crash_point("journal")
+        rows = clocks if events is None else events if clocks is None else events.unionByName(clocks)
+        version = self.store.write(rows.coalesce(1), path, metadata={"writer": WRITER, "table": "journal",
+                                                                     "seq_from": base, "rows": count})
+        crash_point("journaled")
+        # the commit's own files: no rebuild of the journal's state to plan the read
+        added = self.store.read_commit(self.spark, path, version) if version is not None else None
+        return added if added is not None else self.store.read(self.spark, path).where(F.col("seq") >= base)
+
+    def _clock_rows(self, now: int, seen: dict, first_seq: int) -> DataFrame | None:
+        """Estimated arrival times (spec 4) for the partitions of the source with no event in this batch:
+        last arrival + processing time elapsed since it was seen; for one that never had an event, processing
+        time - the never-seen delay (as Azure Stream Analytics estimates it). None: every partition had one."""
+        source, out = self.lead.cp.source, []
+        for p in sorted(set(self.source_partitions) | set(source)):
+            if p not in seen:
+                estimate, offset, note = _estimate(source.get(p), now, self.options.never_seen_delay_us)
+                out.append((first_seq + len(out), p, offset, "clock", estimate, json.dumps(note)))
+        if not out:
+            return None
+        df = self.spark.createDataFrame(out, "seq long, partition int, offset long, kind string, arrival long, "
+                                             "payload string")
+        return df.select("seq", "partition", "offset", "kind", F.timestamp_micros("arrival").alias("arrival_time"),
+                         F.lit(None).cast("timestamp").alias("event_time"), F.lit(None).cast("string").alias("key"),
+                         F.lit(None).cast("double").alias("value"), "payload",
+                         F.lit(None).cast("string").alias("source"), F.lit(None).cast("long").alias("source_line"))
+
+    def decide(self, rows: DataFrame, files: int, began: float, trigger: str = "data") -> None:
+        """Every job decides `rows` (the journal after the lead's checkpoint): the lead first, whose batch is
+        reported with its lag and diagnostics, then the others."""
+        number = self.lead.cp.batch + 1
+        with persisted(rows) as rows:  # the batch's journal rows, read from Delta once for every step below
+            read, span = lag.reads(rows)
+            source, now = self._source_after(read, span["noted"])
+            batch = Batch(rows, span, source)
+            with few_rows(self.spark, span["n"]):
+                decided = self.lead.decide(self, batch)
+                report, backlog = self._report(number, files, span, began, trigger)
+                observe.record(self, report, read, decided.late, now, backlog)
+            self.reports.append(report)
+            print(report.line(), file=sys.stderr, flush=True)
+            self._followers_started = True
+            for consumer in self.consumers[1:]:
+                consumer.follow(self, batch)
+        if self.options.on_batch is not None:
+            self.options.on_batch(report)
+
+    def _source_after(self, read: list[lag.PartitionRead], noted: str | None) -> tuple[dict, int]:
+        """Last arrival, offset and seen-at time per partition after the batch, and the batch's processing time
+        (its clock rows name the processing time they were made at; without one, the latest arrival stands in)."""
+        stats = [r for r in read if r.events]
+        latest = max([r.last_arrival for r in stats], default=None)
+        now = (parse_instant(noted, "processing_time") if noted else
+               latest if self.options.clock == "simulated" or latest is None
+               else processing_time(self.options.clock, latest))
+        source = dict(self.lead.cp.source)
+        for r in stats:
+            source[r.partition] = SourcePartition(r.last_arrival, now, r.last_offset)
+        return source, now
+
+    def _report(self, batch: int, files: int, span: dict, began: float, trigger: str) -> tuple[BatchReport, tuple]:
+        """The batch's report, and its backlog (per partition, or under None for the whole source; its unit)."""
+        owm = [s.owm for s in self.lead.cp.state.scopes.values() if s.owm > NEG]
+        latest = self._latest_arrival()
+        delay = (latest - min(owm)) / 1e6 if owm and latest is not None else None
+        waiting = self.files_waiting()
+        backlog = self.backlog(waiting)
+        known = [v for v in backlog[0].values() if v is not None]
+        committed = time.time()
+        return BatchReport(batch, files, span["n"], span["clocks"], span["lo"], span["hi"], delay, waiting,
+                           time.perf_counter() - began, committed, self.unit, trigger,
+                           committed - min(owm) / 1e6 if owm else None, sum(known) if known else None), backlog
+
+    def files_waiting(self) -> int | None:
+        """Landing files not journaled yet (None: the source has no files)."""
+        return None
+
+    def backlog(self, files_waiting: int | None) -> tuple[dict, str]:
+        """Input not journaled yet: per partition, or under None for the whole source; and its unit."""
+        return {None: files_waiting}, "landing files"
+
+
+def _estimate(seen: SourcePartition | None, now: int, never_seen_delay: int) -> tuple[int, int | None, dict]:
+    """A clock row's estimated arrival, offset and note (how it was estimated, kept as its payload)."""
+    if seen is None:
+        return now - never_seen_delay, None, {
+            "estimated_arrival": "processing_time - never_seen_delay (no event yet)",
+            "never_seen_delay_s": never_seen_delay / 1e6, "processing_time": format_instant(now)}
+    return seen.last_arrival + max(0, now - seen.seen_at), seen.last_offset, {
+        "estimated_arrival": "last_arrival + (processing_time - seen_at)",
+        "last_arrival": format_instant(seen.last_arrival), "seen_at": format_instant(seen.seen_at),
+        "processing_time": format_instant(now)}

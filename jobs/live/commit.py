@@ -1,0 +1,164 @@
+"""The commit protocol of a live batch, the same for every job: decide the journal rows after the job's checkpoint,
+commit decisions, dead letters, watermarks, windows and metrics, then the checkpoint. Every commit is tagged with
+the transaction (app `retrace-<target>-<table>`, the job's batch), so a batch retried after a crash lands once."""
+from __future__ import annotations
+
+import os
+import signal
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from jobs.live import diagnostics
+from replay.engine import metrics, pipeline as engine
+from replay.io import checkpoints
+from replay.io.checkpoints import Checkpoint, SourcePartition
+from replay.io.lake import Lake, TargetDir
+from replay.io.store import AppTransaction, Replace
+from replay.model.jobs import Job
+from replay.model.policy import policy_hash
+from replay.ops.run import target_metrics
+
+WRITER = "replay stream"  # a commit's `writer`: which program wrote it
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Journal rows to decide, read once: the rows, their span (`lag.reads`) and, for the lead job's checkpoint,
+    the source's partitions after them (last arrival, when seen, last offset)."""
+
+    rows: DataFrame
+    span: dict
+    source: dict[int, SourcePartition] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A job's batch as committed: its checkpoint, and (for the lead job) its late input events."""
+
+    checkpoint: Checkpoint
+    late: diagnostics.LateEvents | None = None
+
+
+@contextmanager
+def persisted(df: DataFrame):
+    """`df` kept for the block (a batch's rows are read by several steps), then freed even if a step fails."""
+    df = df.persist()
+    try:
+        yield df
+    finally:
+        df.unpersist()
+
+
+def crash_point(name: str) -> None:
+    """Fault injection for the recovery tests: RETRACE_CRASH_AT=<name> kills the job here with SIGKILL (a job's
+    commit steps are `<job>:<step>`, e.g. `default:windows`)."""
+    if os.environ.get("RETRACE_CRASH_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> Decided:
+    """Decide `batch.rows` (the journal after `cp`) for `job` and commit its outputs, then its checkpoint (with the
+    source's partitions when `lead`). Returns the checkpoint as committed."""
+    step = _Step(live, job, cp.batch + 1, batch.span)
+    journaled = live.store.read(live.spark, Lake(live.lake).journal)
+    history = live.earlier.history(journaled, cp.state.seq, batch.span)  # where duplicate (partition, offset) are
+    out = engine.replay(batch.rows, job.policy, flush=True, state=cp.state, partitions=live.source_partitions,
+                        keep_state=True, history=history, job=job, rows_at_most=batch.span["n"],
+                        materialize=step.committed_decisions)
+    tables = out.tables()
+    late = diagnostics.late_events(tables["decisions"], batch.rows) if lead else None
+    for name in ("dead_letters", "watermarks"):
+        step.write(tables[name], name)
+    # emitted windows are appended; the open ones (null emitted_at, what a flush would emit now) replaced
+    step.write(tables["windows"], "windows", replace=Replace("emitted_at", batch.span["lo"], None, nulls=True))
+    before = lambda: live.earlier.last_events(journaled, cp.state.seq, batch.span["partitions"])  # noqa: E731
+    _commit_metrics(live, step, out, before)
+    crash_point(step.crash("metrics"))
+    state = out.state.advanced(batch.span["hi"])
+    made = Checkpoint(step.batch, state, batch.source if lead else {}, job.signature())
+    versions = checkpoints.save(live.spark, step.where, made, live.store, metadata=step.metadata("checkpoints"))
+    crash_point(step.crash("checkpoint"))
+    live.earlier.advance(cp.state.seq, state.seq, batch.span)
+    out.unpersist()
+    return Decided(_committed(live, step.where, made, versions), late)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One job's batch: where its tables are, and how each commit is tagged."""
+
+    live: object
+    job: Job
+    batch: int
+    span: dict
+
+    @property
+    def where(self) -> TargetDir:
+        return Lake(self.live.lake).target(self.job.name, self.live.options.target)
+
+    def crash(self, name: str) -> str:
+        return f"{self.job.name}:{name}"
+
+    def txn(self, name: str) -> AppTransaction:
+        return AppTransaction(f"retrace-{self.live.options.target}-{name}", self.batch)
+
+    def metadata(self, name: str) -> dict:
+        # the batch is the run: every table's commit for it names the same run, whichever process made it
+        return {"writer": WRITER, "job": self.job.name, "target": self.live.options.target, "table": name,
+                "policy": policy_hash(self.job.policy), "seq_from": self.span["lo"], "seq_to": self.span["hi"] + 1,
+                "batch": self.batch, "run": f"live-batch-{self.batch}"}
+
+    def write(self, df: DataFrame, name: str, **how) -> int | None:
+        version = self.live.store.write(df, self.where.table(name), txn=self.txn(name), metadata=self.metadata(name),
+                                        **how)
+        crash_point(self.crash(name))
+        return version
+
+    def committed_decisions(self, decided: DataFrame) -> DataFrame:
+        """The decisions, committed first, as every other output then reads them: from the commit's files, so
+        each of their queries plans over a file scan, not over the engine's whole plan (nor its cache)."""
+        spark, store, path = self.live.spark, self.live.store, self.where.table("decisions")
+        version = self.write(decided, "decisions")
+        added = store.read_commit(spark, path, version) if version is not None else None
+        if added is None:  # an earlier attempt committed the batch's decisions (or a rewrite of the table)
+            added = store.read(spark, path).where(F.col("seq").between(self.span["lo"], self.span["hi"]))
+        return added
+
+
+def _commit_metrics(live, step: _Step, out: engine.Outputs, last_events) -> None:
+    """Merge the metrics of the batch's rows into the table (`metrics.combine`), so a batch's cost does not
+    grow with the rows before it in the same hour. `last_events()`: each partition's last event before the
+    batch (`journal.last_events_before`). Tagged with the batch's transaction: a retried batch does not add
+    its rows twice."""
+    spark, store, path = live.spark, live.store, step.where.table("metrics")
+    table = store.read_current(spark, path) if store.exists(path) else None
+    if table is None or set(metrics.COLUMNS) - set(table.columns):  # none yet, or from an older Retrace
+        store.write(target_metrics(spark, store, step.where), path, mode="overwrite", txn=step.txn("metrics"),
+                    metadata=step.metadata("metrics"))
+        return
+    tables = out.tables()
+    fresh = metrics.of_stretch(tables["decisions"], tables["dead_letters"], last_events())
+    # one file in (partition, hour) order, sorted where it is gathered (a global sort would sample first)
+    store.write(metrics.combine(table, fresh).coalesce(1).sortWithinPartitions("partition", "hour"), path,
+                mode="overwrite", txn=step.txn("metrics"), metadata=step.metadata("metrics"))
+
+
+def _committed(live, where: TargetDir, cp: Checkpoint, versions: dict) -> Checkpoint:
+    """The checkpoint as committed: its open windows and keys read back (this cuts the lineage), from the
+    files of the commits that wrote them when `versions` names them (no rebuild of the tables' state)."""
+    def read(table: str, present: bool):
+        if not present:
+            return None
+        path = where.table(table)
+        version = versions.get(table)
+        df = live.store.read_commit(live.spark, path, version) if version is not None else None
+        if df is None:
+            df = live.store.read(live.spark, path)
+        return df.where(F.col("batch") == cp.batch).drop("batch")
+
+    state = replace(cp.state, windows=read("checkpoint_windows", cp.state.windows is not None),
+                    keys=read("checkpoint_keys", cp.state.keys is not None))
+    return replace(cp, state=state)

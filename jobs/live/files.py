@@ -1,0 +1,95 @@
+"""The live job over landing files (a folder or an S3 prefix): a micro-batch is landing lines (source, source_line,
+line), journaled in (file, line) order with the landing-file manifest, through Retrace's `retrace_landing`
+streaming source; files already in the journal are never read again."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs.live.batch import LiveStream
+from jobs.live.options import FileSource, LiveOptions
+from jobs.live.query import run_query
+from jobs.live.report import StreamSummary
+from replay.io import journal, manifest
+from replay.io import landing as landings
+from replay.io.spark import few_rows
+from replay.model.jobs import Job
+
+LINES = "source string, source_line long, line string"
+
+
+class FileStream(LiveStream):
+    """Micro-batches of landing lines."""
+
+    def __init__(self, spark: SparkSession, lake: str, jobs, options: LiveOptions = LiveOptions(),
+                 fields: journal.SourceFields | None = None, landing: landings.Landing | None = None):
+        super().__init__(spark, lake, jobs, options, fields)
+        self.landing = landing  # to record the files' manifest and report the files waiting
+        self.sources: set[str] | None = None  # landing files journaled (for the lag report), loaded lazily
+
+    def _process(self, lines: DataFrame) -> None:
+        began = time.perf_counter()
+        per_file = {r["source"]: r for r in lines.groupBy("source").agg(
+            F.count("*").alias("count"), F.max("source_line").alias("lines")).collect()}
+        files = sorted(per_file)
+        tail = None if self.caught_up else self.tail()
+        if tail is not None:
+            pending, rows = tail
+            if set(files) <= pending:  # a retried batch that an earlier attempt journaled
+                self.decide(rows, len(files), began)
+                return
+            if pending & set(files):
+                raise RuntimeError(f"landing files {sorted(pending & set(files))} are half journaled")
+            self.decide(rows, len(pending), began)  # finish what a crashed run journaled, then go on
+            began = time.perf_counter()
+        self.caught_up = True
+        self.start_followers()
+        if not files:
+            return
+        with few_rows(self.spark, sum(r["count"] for r in per_file.values())):
+            rows = self._append(lines, {f: per_file[f]["lines"] for f in files})
+        if self.sources is not None:
+            self.sources |= set(files)
+        self.decide(rows, len(files), began)
+
+    def _append(self, lines: DataFrame, per_file: dict[str, int]) -> DataFrame:
+        """Journal the batch (`per_file`: each file's line count): its rows in (file, line) order, then the clock
+        rows; returns the new rows."""
+        files = sorted(per_file)
+        rows = journal.normalize(journal.raw_from_lines(lines, self.fields), self.source_partitions)
+        base = self.lead.seq + 1
+        observed = manifest.observe(self.landing, files) if self.landing is not None else {}
+        new = self.journal(journal.with_seq(self.spark, rows, files, per_file, base), base, sum(per_file.values()))
+        manifest.record(self.spark, self.lake, observed, self.store, new=True)  # a half-journaled file stops the job
+        return new
+
+    def files_waiting(self) -> int | None:
+        if self.landing is None:
+            return None
+        if self.sources is None:
+            self.sources = journal.journaled_sources(self.spark, self.lake, self.store)
+        return sum(1 for f in self.landing.files() if f.name not in self.sources)
+
+
+def run_files(spark: SparkSession, source: FileSource, lake: str, jobs: tuple[Job, ...],
+              options: LiveOptions = LiveOptions(), fields: journal.SourceFields | None = None) -> StreamSummary:
+    """Micro-batches over the landing until it is idle (`until_idle`), `max_batches` were committed, or the
+    process is stopped; first reports journaled landing files that changed since (they are never re-read)."""
+    began = time.perf_counter()
+    landing = landings.Landing.of(source.landing)
+    for change in manifest.changes(landing, manifest.load(spark, lake)):
+        print(change.line(), file=sys.stderr, flush=True)
+    stream = FileStream(spark, lake, jobs, options, fields, landing)
+    stream.process(spark.createDataFrame([], LINES))  # finish a crashed batch
+    landings.register(spark)
+    reader = (spark.readStream.format("retrace_landing").option("landing", source.landing)
+              .option("exclude", json.dumps(sorted(journal.journaled_sources(spark, lake)))))
+    if source.max_files_per_batch:
+        reader = reader.option("maxFilesPerBatch", str(source.max_files_per_batch))
+    if source.max_bytes_per_batch:
+        reader = reader.option("maxBytesPerBatch", str(source.max_bytes_per_batch))
+    return run_query(stream, reader.load(), began)

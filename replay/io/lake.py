@@ -1,0 +1,158 @@
+"""The lake's layout: the only module that builds the paths of a lake's tables, folders and lock files.
+
+    LAKE/journal, journal_source, journal_files    the journal, its source's partition count, its landing files
+    LAKE/journal.lock                              one writer of the journal at a time
+    LAKE/jobs/<job>/outputs/<target>/<table>       a job's outputs, checkpoints, lag and diagnostics per target
+    LAKE/jobs/<job>/outputs/<target>.lock          one writer of a target at a time
+    LAKE/jobs/<job>/advice/                        `replay advise`'s report of the job
+    LAKE/quality/                                  the data-quality checks' Great Expectations context
+
+The spec's count/sum job is the job named `default` (`Job.spec`), so its outputs lie where any job's do. A lake
+written before jobs had that job's outputs under LAKE/outputs/<target>: `replay migrate` moves them once, and
+every other command that finds them refuses (`OldLayout`), naming that command.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+
+OUTPUT_TABLES = ("decisions", "windows", "dead_letters", "watermarks", "metrics")
+CHECKPOINT_TABLES = ("checkpoints", "checkpoint_windows", "checkpoint_keys")
+JOURNAL_TABLES = ("journal", "journal_source", "journal_files")
+TARGET_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
+SCRATCH = "_"  # targets and tables whose name starts so are scratch (a verify's replay, a range's decisions)
+
+
+class OldLayout(ValueError):
+    """The lake holds outputs in the layout before jobs: `replay migrate` moves them."""
+
+
+def check_target(target: str) -> str:
+    """A target's name, which is a folder name: lower-case letters, digits, '_' or '-'."""
+    if not target or not set(target) <= TARGET_CHARS:
+        raise ValueError(f"target: {target!r} must be lower-case letters, digits, '_' or '-'")
+    return target
+
+
+@dataclass(frozen=True)
+class TargetDir:
+    """One job's target in a lake: the folder of its tables, and the lock its writer holds."""
+
+    lake: str
+    job: str
+    target: str
+
+    @property
+    def folder(self) -> str:
+        return os.path.join(self.lake, "jobs", self.job, "outputs", self.target)
+
+    @property
+    def lock(self) -> str:
+        return f"{self.folder}.lock"
+
+    def table(self, name: str) -> str:
+        return os.path.join(self.folder, name)
+
+    def scratch(self) -> str:
+        """A new scratch folder inside the target (a range replay's decisions), removed by its user."""
+        return self.table(f"{SCRATCH}scratch-{uuid.uuid4().hex}")
+
+    @property
+    def label(self) -> str:
+        """How reports name it: `<job>/<target>`."""
+        return f"{self.job}/{self.target}"
+
+
+@dataclass(frozen=True)
+class Lake:
+    """A lake folder and the places in it."""
+
+    root: str
+
+    @property
+    def journal(self) -> str:
+        return os.path.join(self.root, "journal")
+
+    @property
+    def journal_source(self) -> str:
+        return os.path.join(self.root, "journal_source")
+
+    @property
+    def journal_files(self) -> str:
+        return os.path.join(self.root, "journal_files")
+
+    @property
+    def journal_lock(self) -> str:
+        return os.path.join(self.root, "journal.lock")
+
+    @property
+    def quality(self) -> str:
+        return os.path.join(self.root, "quality")
+
+    def advice(self, job: str) -> str:
+        return os.path.join(self._job_folder(job), "advice")
+
+    def target(self, job: str, target: str) -> TargetDir:
+        """Where `target` of job `job` lives; refuses a lake still in the old layout."""
+        self.refuse_old_layout()
+        return TargetDir(self.root, job, check_target(target))
+
+    def scratch_target(self, job: str, purpose: str) -> TargetDir:
+        """A new scratch target of `job` (e.g. `_verify-<id>`): its user removes it (`remove`)."""
+        self.refuse_old_layout()
+        return TargetDir(self.root, job, f"{SCRATCH}{purpose}-{uuid.uuid4().hex[:12]}")
+
+    def targets(self) -> list[TargetDir]:
+        """Every job's targets that hold tables (scratch targets left out), by job and target name."""
+        self.refuse_old_layout()
+        jobs = os.path.join(self.root, "jobs")
+        out = []
+        for job in _folders(jobs):
+            out += [TargetDir(self.root, job, t) for t in _folders(os.path.join(jobs, job, "outputs"))
+                    if not t.startswith(SCRATCH)]
+        return out
+
+    def tables(self) -> list[str]:
+        """Every Delta table of the lake: the journal's, then each target's (scratch tables left out)."""
+        out = [p for p in (self.journal, self.journal_source, self.journal_files) if is_table(p)]
+        for where in self.targets():
+            out += [where.table(t) for t in _folders(where.folder) if not t.startswith(SCRATCH)
+                    and is_table(where.table(t))]
+        return out
+
+    def relative(self, path: str) -> str:
+        return os.path.relpath(path, self.root)
+
+    # -- the layout before jobs ----------------------------------------------------------------------------
+
+    def old_outputs(self) -> str:
+        return os.path.join(self.root, "outputs")
+
+    def has_old_layout(self) -> bool:
+        return os.path.isdir(self.old_outputs())
+
+    def refuse_old_layout(self) -> None:
+        if self.has_old_layout():
+            raise OldLayout(f"{self.root} holds the spec's job's outputs in the layout before jobs "
+                            f"({self.old_outputs()}); move them once with `replay migrate --lake {self.root}`")
+
+    def old_moves(self, job: str) -> list[tuple[str, str]]:
+        """(from, to) of every entry of the old layout: LAKE/outputs/<entry> (targets, their locks) to job
+        `job`'s outputs folder, and LAKE/advice to the job's advice folder."""
+        outputs = os.path.join(self._job_folder(job), "outputs")
+        moves = [(os.path.join(self.old_outputs(), name), os.path.join(outputs, name))
+                 for name in sorted(os.listdir(self.old_outputs()))] if self.has_old_layout() else []
+        advice = os.path.join(self.root, "advice")
+        return moves + ([(advice, self.advice(job))] if os.path.isdir(advice) else [])
+
+    def _job_folder(self, job: str) -> str:
+        return os.path.join(self.root, "jobs", job)
+
+
+def is_table(path: str) -> bool:
+    return os.path.isdir(os.path.join(path, "_delta_log"))
+
+
+def _folders(path: str) -> list[str]:
+    return sorted(n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n))) if os.path.isdir(path) else []

@@ -1,0 +1,37 @@
+"""`replay hash`: one order-independent content hash of a target's decisions, windows and dead letters."""
+from __future__ import annotations
+
+import hashlib
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from replay.io.lake import TargetDir
+from replay.io.runs import check_whole
+from replay.io.store import default_store
+
+HASHED = ("decisions", "windows", "dead_letters")
+
+
+def table_digest(df: DataFrame) -> tuple[int, int]:
+    """(rows, sum of 64-bit row hashes): a multiset digest, the same whatever the row order or partitioning."""
+    cols = sorted(df.columns)
+    row = F.xxhash64(*[F.col(c) for c in cols]).cast("decimal(38,0)")
+    r = df.agg(F.count("*").alias("n"), F.coalesce(F.sum(row), F.lit(0)).alias("h")).first()
+    return int(r["n"]), int(r["h"])
+
+
+def target_hash(spark: SparkSession, where: TargetDir) -> str:
+    """Refuses (replay.io.runs.MixedRuns) a target whose tables come from different runs: its hash would be
+    of a half-written state."""
+    store = default_store()
+    check_whole(spark, where, store)
+    h = hashlib.sha256()
+    for name in HASHED:
+        path = where.table(name)
+        if not store.exists(path):
+            raise FileNotFoundError(f"no {name} table at {path}; run `replay run --lake {where.lake} --target "
+                                    f"{where.target}` first")
+        n, s = table_digest(store.read(spark, path))
+        h.update(f"{name}:{n}:{s}\n".encode())
+    return h.hexdigest()

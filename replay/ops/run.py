@@ -1,0 +1,200 @@
+"""`replay run`: replay the journal, or an arrival range of it, into a target of a job: read the journal, run
+the engine, commit the outputs. Every job, the spec's count/sum job (`Job.spec`) included, takes this path."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from replay.engine import job_sql, metrics, pipeline as engine
+from replay.io import checkpoints, journal, locks
+from replay.io.lake import Lake, TargetDir
+from replay.io.paths import spark_path
+from replay.io.runs import describe, table_runs
+from replay.io.store import Replace, TableStore, default_store
+from replay.model.durations import parse_instant
+from replay.model.jobs import Job
+from replay.model.policy import policy_hash
+from replay.ops.progress import progress
+
+WRITER = "replay run"  # a commit's `writer`: which program wrote it
+
+
+@dataclass
+class RunSummary:
+    target: str
+    seq_from: int | None
+    seq_to: int | None
+    seconds: float = 0.0
+    checkpoint: int | None = None  # the checkpoint (batch) the replay started from, if any
+    run_id: str = ""  # recorded in every commit's userMetadata
+
+
+@dataclass(frozen=True)
+class _Replay:
+    """One `run`: what it replays, where to, and the id its commits record."""
+
+    lake: str
+    job: Job
+    where: TargetDir
+    start: str | None
+    end: str | None
+    checkpoints_of: TargetDir
+    run_id: str
+
+    def metadata(self, table: str, lo: int | None, hi: int | None) -> dict:
+        return {"writer": WRITER, "job": self.job.name, "target": self.where.target, "table": table,
+                "policy": policy_hash(self.job.policy), "seq_from": lo, "seq_to": hi, "run": self.run_id}
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def run(spark: SparkSession, lake: str, job: Job, target: str = "production", start: str | None = None,
+        end: str | None = None, *, checkpoints_of: str | None = None, run_id: str | None = None) -> RunSummary:
+    """Replay the journal (or the arrival range [start, end)) into `target` of `job`. A range replay starts from
+    the latest checkpoint before `start` of target `checkpoints_of` (default: `target`), made for this job and
+    policy. Holds the target's lock: one writer at a time. Every commit records `run_id` (default: a new one),
+    so a target whose tables come from different runs (an interrupted run) can be told apart (`replay.io.runs`)."""
+    job_sql.check(spark, job)
+    where = Lake(lake).target(job.name, target)
+    with locks.hold(where.lock, "run"):
+        return _run(spark, _Replay(lake, job, where, start, end, Lake(lake).target(job.name, checkpoints_of or target),
+                                   run_id or new_run_id()))
+
+
+def _run(spark: SparkSession, r: _Replay) -> RunSummary:
+    began, store = time.perf_counter(), default_store()
+    rows = journal.read(spark, r.lake, store)
+    if r.job.fields:
+        journal.require_payloads(rows, r.lake)
+    lo, hi = seq_bounds(rows, r.start, r.end)
+    if hi is not None:
+        rows = rows.where(F.col("seq") < hi)
+    cp = _checkpoint_before(spark, r.checkpoints_of, r.job, lo, store)
+    history = None
+    if cp is not None:
+        history = rows.where(F.col("seq") <= cp.state.seq)  # where earlier copies of a (partition, offset) are
+        rows = rows.where(F.col("seq") > cp.state.seq)
+    partial, scratch = lo is not None or hi is not None, r.where.scratch()
+    # A whole replay's decisions are the table itself; a range's cover rows outside the range (from the
+    # checkpoint on), so they are kept aside and only the range is written.
+    materialize = ((lambda df: _materialize(df, scratch)) if partial
+                   else (lambda df: _written(store, df, r.where.table("decisions"), r.metadata("decisions", lo, hi))))
+    with progress(spark, "replay") as step, _removed(scratch):
+        step("decisions")
+        out = engine.replay(rows, r.job.policy, flush=hi is None, since_seq=lo, materialize=materialize,
+                            state=cp and cp.state, partitions=journal.declared_partitions(spark, r.lake, store),
+                            history=history, job=r.job)
+        _commit(spark, store, r, out, (lo, hi), step)
+    out.unpersist()
+    return RunSummary(r.where.target, lo, hi, time.perf_counter() - began, cp and cp.batch, r.run_id)
+
+
+def _commit(spark: SparkSession, store: TableStore, r: _Replay, out: engine.Outputs, span, step) -> None:
+    """The outputs after the decisions, then the metrics; a range replay replaces only its rows."""
+    lo, hi = span
+    partial = lo is not None or hi is not None
+    for name in ("decisions", "windows", "dead_letters", "watermarks"):
+        if name != "decisions" or partial:
+            step(name)
+            _write(store, out.tables()[name], r.where.table(name), name, span, r.metadata(name, lo, hi))
+        _interrupt_point(name)
+    step("metrics")
+    # metrics cover the whole target: a range replay's are recomputed from its tables (cheap to scan); a
+    # whole replay's tables are the ones just computed, whose decisions and dead letters are at hand
+    hourly = target_metrics(spark, store, r.where) if partial else out.metrics
+    store.write(hourly, r.where.table("metrics"), mode="overwrite", metadata=r.metadata("metrics", lo, hi))
+
+
+def _interrupt_point(name: str) -> None:
+    """Fault injection for the tests: RETRACE_INTERRUPT_AT=<table> sends this process a Ctrl-C (SIGINT)
+    right after that table's commit."""
+    if os.environ.get("RETRACE_INTERRUPT_AT") == name:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the signal is delivered here
+
+
+def seq_bounds(rows: DataFrame, start: str | None, end: str | None) -> tuple[int | None, int | None]:
+    """An arrival-time range [start, end) as a seq range [lo, hi): the first seq arriving at or after each
+    bound; None leaves that side open (an `end` nothing arrives after is the end of the journal)."""
+    def first_at(bound: str, name: str) -> int | None:
+        us = parse_instant(bound, name)
+        return rows.where(F.unix_micros("arrival_time") >= us).agg(F.min("seq")).first()[0]
+
+    if start is not None and end is not None and parse_instant(start, "--from") >= parse_instant(end, "--to"):
+        raise ValueError(f"--from {start} must be before --to {end}")
+    lo = None if start is None else first_at(start, "--from")
+    if start is not None and lo is None:  # nothing arrives that late: an empty range at the end
+        lo = (rows.agg(F.max("seq")).first()[0] or -1) + 1
+    hi = None if end is None else first_at(end, "--to")
+    return lo, hi
+
+
+def target_metrics(spark: SparkSession, store: TableStore, where: TargetDir) -> DataFrame:
+    """The hourly metrics of a target's whole `decisions` and `dead_letters` tables, read back: for when the
+    rows at hand cover only part of the target (a range replay, a live batch)."""
+    return metrics.hourly(*(store.read(spark, where.table(n)) for n in ("decisions", "dead_letters")))
+
+
+def _checkpoint_before(spark, where: TargetDir, job: Job, lo, store):
+    """The target's latest checkpoint before seq `lo`, if it was made for this job and policy: a replay from
+    `lo` starts there instead of at the start of the journal."""
+    if lo is None:
+        return None
+    cp = checkpoints.load(spark, where, store, before_seq=lo)
+    return cp if cp is not None and cp.policy == job.signature() else None
+
+
+def _materialize(df: DataFrame, folder: str) -> DataFrame:
+    """Per-row results, read by every output, kept as Parquet: cheaper than Spark's cache at this size."""
+    df.write.parquet(folder)
+    return df.sparkSession.read.schema(df.schema).parquet(spark_path(folder))  # the lake path may hold `[`
+
+
+def _written(store: TableStore, df: DataFrame, path: str, metadata: dict) -> DataFrame:
+    """The decisions, written once as the table every other output then reads: from the files the overwrite
+    added, where it can (no state rebuild for each of the queries that read them)."""
+    version = store.write(df, path, mode="overwrite", metadata=metadata)
+    added = store.read_commit(df.sparkSession, path, version) if version is not None else None
+    return added if added is not None else store.read(df.sparkSession, path)
+
+
+@contextmanager
+def _removed(folder: str):
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _write(store: TableStore, df: DataFrame, path: str, name: str, span, metadata: dict) -> None:
+    lo, hi = span
+    if (lo is None and hi is None) or not store.exists(path):
+        store.write(df, path, mode="overwrite", metadata=metadata)
+        return
+    column = "emitted_at" if name == "windows" else "seq"
+    store.write(df, path, replace=Replace(column, lo or 0, hi, nulls=hi is None), metadata=metadata)
+
+
+def interrupted(spark: SparkSession, where: TargetDir, run_id: str, again: str) -> str:
+    """One sentence: what an interrupted run left in its target, and what to run next (`again`)."""
+    try:
+        runs = table_runs(spark, where)
+    except Exception as e:  # noqa: BLE001  (the session may be unusable after the interrupt)
+        return f"could not read target {where.target!r} ({type(e).__name__}); run `{again}` to make it whole"
+    ours = [t.table for t in runs if t.run == run_id]
+    if not ours:
+        return f"target {where.target!r} is unchanged (no table was committed by this run)"
+    if len(ours) == len(runs):
+        return f"target {where.target!r} is whole (every table was committed by this run {run_id})"
+    return (f"target {where.target!r} is half-written ({describe(runs)}; this run was {run_id}): "
+            f"run `{again}` to finish it")

@@ -1,0 +1,70 @@
+"""The conformance cases (tests/conformance/cases) through the replay runner, in-process and via the CLI."""
+from __future__ import annotations
+
+import copy
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from replay.conformance import diff, run_case
+from tests.support import ROOT
+
+CASES = sorted(glob.glob(os.path.join(ROOT, "tests", "conformance", "cases", "*.json")))
+
+
+def _stem(path: str) -> str:
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def _load(path: str) -> dict:
+    with open(path) as f:
+        case = json.load(f)
+    case.setdefault("name", _stem(path))
+    return case
+
+
+def _check(*paths: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "replay.conformance", *paths, "--check"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_there_are_conformance_cases():
+    assert len(CASES) >= 10
+
+
+@pytest.mark.parametrize("path", CASES, ids=[_stem(p) for p in CASES])
+def test_case_matches_expected(spark, path):
+    case = _load(path)
+    problems = diff(case["expected"], run_case(spark, copy.deepcopy(case)))
+    assert problems == [], "\n".join(problems)
+
+
+def test_check_cli_passes_two_cases_with_one_json_line_each():
+    paths = [p for p in CASES if _stem(p) in ("cti_every_event_no_delay", "partitions_independent")]
+    assert len(paths) == 2
+    r = _check(*paths)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    assert len(lines) == 3, r.stdout
+    outputs = [json.loads(line) for line in lines[:2]]
+    assert [o["name"] for o in outputs] == [_load(p)["name"] for p in paths]
+    for o in outputs:
+        assert set(o) >= {"decisions", "windows", "dead_letters"}
+    assert lines[-1] == "2 passed, 0 failed"
+
+
+def test_check_cli_fails_a_case_with_a_wrong_window_count(tmp_path):
+    case = _load(next(p for p in CASES if _stem(p) == "cti_every_event_minus_one_tick"))
+    assert case["expected"]["windows"], "the case needs a window to tamper with"
+    case["expected"]["windows"][0]["count"] += 1
+    wrong = tmp_path / "wrong_count.json"
+    wrong.write_text(json.dumps(case))
+    r = _check(str(wrong))
+    assert r.returncode == 1, r.stderr[-3000:]
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    assert lines[-1] == "0 passed, 1 failed"
+    assert "count expected" in r.stderr

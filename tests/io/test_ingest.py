@@ -1,0 +1,268 @@
+"""Ingesting landing files into the journal (spec section 1): order, exactly once, malformed lines kept."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from pyspark.sql import functions as F
+
+from replay.io import journal
+from replay.io.journal import ingest
+from replay.io.lake import Lake
+from replay.io.store import default_store
+from replay.model.durations import parse_instant
+from replay.model.jobs import Job
+from replay.model.policy import Policy
+from replay.ops.generate import StreamSpec, generate
+from replay.ops.run import run
+from tests.support import target_dir
+
+
+def _landing_lines(landing: str) -> dict[tuple[str, int], str]:
+    """(file, 1-based line) -> text of every non-blank line of the JSON-lines files of a landing folder."""
+    out = {}
+    for name in sorted(os.listdir(landing)):
+        if not name.endswith(".jsonl"):
+            continue
+        with open(os.path.join(landing, name)) as f:
+            for i, line in enumerate(f.read().split("\n"), start=1):
+                if line.strip():
+                    out[(name, i)] = line
+    return out
+
+
+def _journal_rows(spark, lake: str) -> list[dict]:
+    return [r.asDict() for r in journal.read(spark, lake).orderBy("seq").collect()]
+
+
+@pytest.fixture(scope="module")
+def generated(spark, tmp_path_factory):
+    """2000 generated events in 5 JSON-lines files, ingested once into a lake."""
+    root = tmp_path_factory.mktemp("journal")
+    landing, lake = str(root / "landing"), str(root / "lake")
+    summary = generate(landing, StreamSpec(2000, partitions=4, keys=50, files=5, seed=3, fmt="jsonl"))
+    result = ingest(spark, landing, lake)
+    return {"landing": landing, "lake": lake, "summary": summary, "result": result}
+
+
+def test_ingest_reports_every_file_and_row(generated):
+    r = generated["result"]
+    assert r.files == [f"part-{i:05d}.jsonl" for i in range(5)]
+    assert r.skipped == 0
+    assert r.rows == 2000
+    assert r.version == 0
+
+
+def test_seq_is_unique_and_increasing_in_file_and_line_order(spark, generated):
+    rows = _journal_rows(spark, generated["lake"])
+    by_position = sorted(rows, key=lambda r: (r["source"], r["source_line"]))
+    seqs = [r["seq"] for r in by_position]
+    assert len(set(seqs)) == len(seqs)
+    assert seqs == sorted(seqs)
+    assert seqs == list(range(len(seqs)))  # these files have no blank lines: seq = line number across files, from 0
+
+
+def test_every_landing_line_appears_exactly_once(spark, generated):
+    lines = _landing_lines(generated["landing"])
+    rows = _journal_rows(spark, generated["lake"])
+    assert len(lines) == 2000
+    assert len(rows) == len(lines)
+    positions = [(r["source"], r["source_line"]) for r in rows]
+    assert len(set(positions)) == len(positions)
+    assert set(positions) == set(lines)
+
+
+def test_journal_rows_hold_the_landing_line_fields(spark, generated):
+    by_place = {}
+    for line in _landing_lines(generated["landing"]).values():
+        data = json.loads(line)
+        by_place[(data["partition"], data["offset"])] = data
+    rows = journal.read(spark, generated["lake"]).where("kind = 'event' AND event_time IS NOT NULL").select(
+        "partition", "offset", "key", "value", F.unix_micros("arrival_time").alias("arrival"),
+        F.unix_micros("event_time").alias("et")).collect()
+    assert len(rows) >= 1990
+    for r in rows:
+        data = by_place[(r["partition"], r["offset"])]
+        assert (r["key"], r["value"]) == (data["key"], data["value"])
+        assert r["arrival"] == parse_instant(data["arrival_time"])
+        assert r["et"] == parse_instant(data["event_time"])
+
+
+def test_reingesting_the_same_landing_is_a_no_op(spark, generated):
+    path = Lake(generated["lake"]).journal
+    version = default_store().version(path)
+    before = journal.read(spark, generated["lake"]).count()
+    again = ingest(spark, generated["landing"], generated["lake"])
+    assert again.files == []
+    assert again.skipped == 5
+    assert again.rows == 0 and again.version is None
+    assert journal.read(spark, generated["lake"]).count() == before
+    assert default_store().version(path) == version
+
+
+def test_a_new_file_is_ingested_alone_with_seq_after_the_previous_max(spark, tmp_path):
+    landing, lake = str(tmp_path / "landing"), str(tmp_path / "lake")
+    generate(landing, StreamSpec(300, partitions=2, keys=10, files=2, seed=5))
+    first = ingest(spark, landing, lake)
+    previous_max = journal.read(spark, lake).agg(F.max("seq")).first()[0]
+    assert first.rows == 300 and previous_max == 299
+    new_lines = [
+        {"partition": 0, "offset": 10_000 + i, "arrival_time": f"2024-01-01T01:00:0{i}Z",
+         "event_time": f"2024-01-01T01:00:0{i}Z", "key": "k00001", "value": float(i)}
+        for i in range(3)
+    ]
+    with open(os.path.join(landing, "part-00002.jsonl"), "w") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in new_lines))
+    second = ingest(spark, landing, lake)
+    assert second.files == ["part-00002.jsonl"]
+    assert second.skipped == 2 and second.rows == 3
+    rows = _journal_rows(spark, lake)
+    assert len(rows) == 303
+    added = [r for r in rows if r["source"] == "part-00002.jsonl"]
+    assert [(r["seq"], r["source_line"], r["offset"]) for r in added] == [
+        (previous_max + 1 + i, i + 1, 10_000 + i) for i in range(3)]
+
+
+def test_a_files_last_non_blank_line_sets_where_the_next_files_seq_starts(spark, tmp_path):
+    """A file's lines are counted from its text alone, before any row is parsed: a byte order mark, blank
+    lines and lines of spaces take no row, and the lines after a file's last row take no seq."""
+    landing, lake = tmp_path / "landing", str(tmp_path / "lake")
+    landing.mkdir()
+    line = lambda offset: GOOD.replace('"offset": 0', f'"offset": {offset}')  # noqa: E731
+    (landing / "a.jsonl").write_text("\n".join(["\ufeff" + line(0), "", "   ", line(1), "  ", "", ""]))
+    (landing / "b.jsonl").write_text("\n\n" + line(2) + "\n")
+    (landing / "c.jsonl").write_text("  \n\n")
+    ingest(spark, str(landing), lake)
+    rows = [(r["source"], r["source_line"], r["seq"], r["kind"], r["offset"]) for r in _journal_rows(spark, lake)]
+    assert rows == [("a.jsonl", 1, 0, "event", 0), ("a.jsonl", 4, 3, "event", 1), ("b.jsonl", 3, 6, "event", 2),
+                    ("c.jsonl", 0, 7, journal.EMPTY, None)]
+
+
+# A hand-written landing file: (what the line is, its text).
+GOOD = ('{"partition": 0, "offset": 0, "arrival_time": "2024-01-01T00:00:01Z",'
+        ' "event_time": "2024-01-01T00:00:00.5Z", "key": "a", "value": 1.5}')
+BROKEN_JSON = '{"partition": 0, "offset": 1, "arrival_time": "2024-01-01T00:00:02Z", "event_ti'
+NO_PARTITION = ('{"offset": 2, "arrival_time": "2024-01-01T00:00:03Z",'
+                ' "event_time": "2024-01-01T00:00:03Z", "key": "a", "value": 1.0}')
+BAD_VALUE = ('{"partition": 0, "offset": 3, "arrival_time": "2024-01-01T00:00:04Z",'
+             ' "event_time": "2024-01-01T00:00:04Z", "key": "a", "value": "ten"}')
+BAD_ARRIVAL = ('{"partition": 0, "offset": 4, "arrival_time": "yesterday",'
+               ' "event_time": "2024-01-01T00:00:05Z", "key": "a", "value": 1.0}')
+NOT_A_TIME = ('{"partition": 0, "offset": 5, "arrival_time": "2024-01-01T00:00:06Z",'
+              ' "event_time": "not-a-time", "key": "a", "value": 2.0}')
+LATER = ('{"partition": 0, "offset": 6, "arrival_time": "2024-01-01T00:02:00Z",'
+         ' "event_time": "2024-01-01T00:02:00Z", "key": "a", "value": 4.0}')
+LINES = [GOOD, BROKEN_JSON, NO_PARTITION, "", BAD_VALUE, BAD_ARRIVAL, NOT_A_TIME, LATER]
+MALFORMED = {"broken_json": BROKEN_JSON, "missing_partition": NO_PARTITION, "non_numeric_value": BAD_VALUE,
+             "unparseable_arrival_time": BAD_ARRIVAL}
+
+
+@pytest.fixture(scope="module")
+def handwritten(spark, tmp_path_factory):
+    """The hand-written file ingested, then replayed with a 1-minute tumbling window."""
+    root = tmp_path_factory.mktemp("malformed")
+    landing, lake = root / "landing", str(root / "lake")
+    landing.mkdir()
+    (landing / "part-00000.jsonl").write_text("\n".join(LINES) + "\n")
+    result = ingest(spark, str(landing), lake)
+    run(spark, lake, Job.spec(Policy.from_dict({"window": {"kind": "tumbling", "size": "1m"}})), target="t")
+    store = default_store()
+    read = lambda name: [r.asDict() for r in store.read(spark, target_dir(lake, "t").table(name)).collect()]  # noqa: E731
+    return {"result": result, "journal": _journal_rows(spark, lake), "decisions": read("decisions"),
+            "dead_letters": read("dead_letters")}
+
+
+def test_blank_lines_are_not_journaled(handwritten):
+    assert handwritten["result"].rows == len([line for line in LINES if line.strip()])
+    assert len(handwritten["journal"]) == 7
+
+
+def test_handwritten_rows_get_unique_seq_increasing_in_line_order(handwritten):
+    rows = sorted(handwritten["journal"], key=lambda r: r["source_line"])
+    assert [r["source_line"] for r in rows] == [n for n, line in enumerate(LINES, start=1) if line.strip()]
+    seqs = [r["seq"] for r in rows]
+    assert len(set(seqs)) == len(seqs)
+    assert seqs == sorted(seqs)
+
+
+@pytest.mark.parametrize("what", sorted(MALFORMED))
+def test_malformed_line_is_kept_as_malformed_row_with_its_raw_text(handwritten, what):
+    line = MALFORMED[what]
+    matching = [r for r in handwritten["journal"] if r["payload"] == line]
+    assert len(matching) == 1, f"{what}: no journal row holds the raw line"
+    assert matching[0]["kind"] == "malformed"
+
+
+def test_ingest_counts_malformed_rows_and_bad_event_times(handwritten):
+    r = handwritten["result"]
+    assert (r.events, r.malformed, r.bad_event_time) == (3, 4, 1)
+
+
+def test_good_line_is_an_event_with_its_whole_line_as_payload(handwritten):
+    row = next(r for r in handwritten["journal"] if (r["partition"], r["offset"]) == (0, 0))
+    assert row["kind"] == "event" and json.loads(row["payload"])["key"] == "a"
+    assert (row["partition"], row["offset"], row["key"], row["value"]) == (0, 0, "a", 1.5)
+
+
+def test_unparseable_event_time_is_an_event_with_null_event_time_and_raw_payload(handwritten):
+    rows = [r for r in handwritten["journal"] if (r["partition"], r["offset"]) == (0, 5)]
+    assert len(rows) == 1
+    assert rows[0]["kind"] == "event"
+    assert rows[0]["event_time"] is None
+    assert rows[0]["arrival_time"] is not None
+    assert rows[0]["payload"] == NOT_A_TIME
+
+
+def test_unparseable_event_time_is_quarantined_with_a_dead_letter(handwritten):
+    where = (0, 5)  # (partition, offset) of the NOT_A_TIME line
+    decisions = [d for d in handwritten["decisions"] if (d["partition"], d["offset"]) == where]
+    assert len(decisions) == 1
+    assert decisions[0]["kind"] == "event"
+    assert decisions[0]["action"] == "quarantined"
+    assert decisions[0]["reasons"] == ["invalid_event_time"]
+    assert decisions[0]["timestamp"] is None
+    letters = [d for d in handwritten["dead_letters"] if (d["partition"], d["offset"]) == where]
+    assert [d["reason"] for d in letters] == ["invalid_event_time"]
+
+
+def test_malformed_rows_are_dead_letters_with_reason_malformed(handwritten):
+    malformed = sorted((r["seq"], r["partition"] or -1, r["offset"] or -1)
+                       for r in handwritten["journal"] if r["kind"] == "malformed")
+    assert len(malformed) == 4
+    letters = sorted((d["seq"], d["partition"] or -1, d["offset"] or -1)
+                     for d in handwritten["dead_letters"] if d["reason"] == "malformed")
+    assert letters == malformed
+    assert all(d["kind"] in ("event", "clock") for d in handwritten["decisions"])
+    assert len(handwritten["decisions"]) == 3  # the three events; malformed rows get no decision
+
+
+def test_parquet_landing_ingests_the_same_rows_as_jsonl(spark, tmp_path):
+    # seed 0 has no torn ("broken_line") rows in its first 1000 events: a torn JSON line is malformed,
+    # while the same row in Parquet is an event with a null event_time, so the two would differ there.
+    common = dict(partitions=4, keys=50, files=3, seed=0)
+    js = generate(str(tmp_path / "jsonl"), StreamSpec(1000, fmt="jsonl", **common))
+    pq = generate(str(tmp_path / "parquet"), StreamSpec(1000, fmt="parquet", **common))
+    assert js["malformed_by_kind"]["broken_line"] == 0
+    from_js = ingest(spark, str(tmp_path / "jsonl"), str(tmp_path / "lake_jsonl"))
+    from_pq = ingest(spark, str(tmp_path / "parquet"), str(tmp_path / "lake_parquet"))  # seq from the footers
+    counted = ("rows", "events", "malformed", "bad_event_time")
+    assert [getattr(from_pq, c) for c in counted] == [getattr(from_js, c) for c in counted]
+    assert from_pq.rows == 1000
+    compared = ("seq", "partition", "offset", "kind", "arrival_time", "event_time", "key", "value", "source_line")
+
+    def rows(lake):
+        return [tuple(r[c] for c in compared) for r in _journal_rows(spark, lake)]
+
+    from_jsonl, from_parquet = rows(str(tmp_path / "lake_jsonl")), rows(str(tmp_path / "lake_parquet"))
+    assert len(from_jsonl) == 1000
+    assert from_parquet == from_jsonl
+    sources = {r["source"] for r in _journal_rows(spark, str(tmp_path / "lake_parquet"))}
+    assert sources == {f"part-{i:05d}.parquet" for i in range(3)}
+    assert pq["events"] == js["events"]
+
+
+def test_missing_landing_folder_raises_file_not_found_naming_it(spark, tmp_path, lake):
+    missing = str(tmp_path / "no-such-landing")
+    with pytest.raises(FileNotFoundError, match=missing):
+        ingest(spark, missing, lake)

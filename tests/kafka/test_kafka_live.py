@@ -1,0 +1,214 @@
+"""The live job over a real Kafka broker (tests/support/kafka_broker.py): records produced while the job runs and is
+killed with SIGKILL are journaled exactly once with the broker's offsets and append times, and its outputs
+equal a replay of its journal; a record that is not JSON is a `malformed` dead letter with its bytes; a
+CreateTime topic is refused unless its producer times are trusted; the partition count is the topic's."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import yaml
+from pyspark.sql import functions as F
+
+from replay.io import journal, kafka_source
+from replay.io.store import default_store
+from replay.model.jobs import Job
+from replay.model.policy import Policy
+from replay.ops.hashing import target_hash
+from replay.ops.run import run
+from tests.support import ROOT, target_dir
+from tests.support.live import stream_topic
+
+POLICY = {"late_arrival_tolerance": "5s", "out_of_order_tolerance": "1s", "idle_timeout": "30s",
+          "window": {"kind": "tumbling", "size": "10s"}}
+PARTITIONS = 4
+PRODUCED = 300
+
+
+def event(rng: random.Random, now: datetime) -> bytes:
+    """A record value: an event a little behind the wall clock, now and then a late one."""
+    behind = rng.uniform(0, 2) if rng.random() > 0.1 else rng.uniform(6, 20)
+    return json.dumps({"event_time": (now - timedelta(seconds=behind)).isoformat().replace("+00:00", "Z"),
+                       "key": f"k{rng.randrange(8)}", "value": round(rng.uniform(1, 50), 2)}).encode()
+
+
+def produce(broker, topic: str, count: int, seconds: float, seed: int) -> None:
+    """`count` events over about `seconds`, spread over the topic's partitions."""
+    rng = random.Random(seed)
+    producer = broker.producer()
+    for i in range(count):
+        producer.send(topic, value=event(rng, datetime.now(timezone.utc)), partition=i % PARTITIONS)
+        time.sleep(seconds / count)
+    producer.flush()
+    producer.close()
+
+
+def stream(broker, topic: str, lake: str, policy_file: str, kill_after: float | None = None) -> int:
+    """`replay stream` from the topic in its own process; with `kill_after`, killed (process group, SIGKILL)
+    that many seconds after it committed its first micro-batch, so the kill lands while it is working."""
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    env.pop("RETRACE_CRASH_AT", None)
+    cmd = [sys.executable, "-m", "replay.cli", "stream", "--kafka-bootstrap", broker.bootstrap, "--topic", topic,
+           "--lake", lake, "--policy", policy_file, "--clock", "simulated", "--max-records-per-batch", "300",
+           "--trigger-seconds", "0.5"]
+    if kill_after is None:
+        cmd.append("--until-idle")
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    err: list[str] = []
+    first_batch = threading.Event()
+
+    def read_stderr():
+        for line in proc.stderr:
+            err.append(line)
+            if line.startswith("batch "):
+                first_batch.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        if kill_after is not None:
+            deadline = time.monotonic() + 300
+            while not first_batch.wait(1) and proc.poll() is None and time.monotonic() < deadline:
+                pass
+            time.sleep(kill_after)
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=600)
+        reader.join(timeout=10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    if kill_after is None:
+        assert proc.returncode == 0, "".join(err)[-3000:]
+    return proc.returncode
+
+
+@pytest.fixture(scope="module")
+def killed_lake(kafka_broker, tmp_path_factory):
+    """300 events produced to 4 partitions over 30 s while the live job runs, is killed twice at random times
+    and restarted."""
+    base = tmp_path_factory.mktemp("kafka-crashes")
+    lake, policy_file = str(base / "lake"), str(base / "policy.yaml")
+    with open(policy_file, "w") as f:
+        yaml.safe_dump(POLICY, f)
+    topic = kafka_broker.create_topic("events")
+    producer = threading.Thread(target=produce, args=(kafka_broker, topic, PRODUCED, 30.0, 5))
+    producer.start()
+    rng = random.Random(13)
+    try:
+        for _ in range(2):
+            stream(kafka_broker, topic, lake, policy_file, kill_after=rng.uniform(0, 6))
+    finally:
+        producer.join()
+    stream(kafka_broker, topic, lake, policy_file)  # to the end of the topic, no crash
+    return topic, lake
+
+
+def test_records_are_journaled_exactly_once_despite_kills(spark, killed_lake):
+    topic, lake = killed_lake
+    rows = journal.read(spark, lake).where(kafka_source.of_topic(topic))
+    assert rows.count() == PRODUCED
+    assert rows.select("partition", "offset").distinct().count() == PRODUCED
+    assert rows.where(F.col("source_line") != F.col("offset")).count() == 0
+
+
+def test_outputs_after_kills_equal_a_replay_of_the_journal(spark, killed_lake):
+    _, lake = killed_lake
+    run(spark, lake, Job.spec(Policy.from_dict(POLICY)), target="replayed")
+    assert target_hash(spark, target_dir(lake, "production")) == target_hash(spark, target_dir(lake, "replayed"))
+
+
+def test_event_rows_keep_their_record_value_and_the_broker_append_time(spark, killed_lake):
+    topic, lake = killed_lake
+    rows = journal.read(spark, lake).where(kafka_source.of_topic(topic))
+    parsed = F.from_json("payload", "event_time string, key string")
+    assert rows.where(F.col("kind") != "event").count() == 0
+    assert rows.where(parsed["key"].isNull() | (parsed["key"] != F.col("key"))).count() == 0
+    # seq follows the broker's append order: arrival times never decrease along seq
+    ordered = [r["arrival_time"] for r in rows.orderBy("seq").select("arrival_time").collect()]
+    assert ordered == sorted(ordered)
+
+
+def test_partition_count_is_read_from_the_topic_and_recorded(spark, kafka_broker, killed_lake):
+    topic, lake = killed_lake
+    narrow = kafka_broker.create_topic("three-partitions", partitions=3)
+    assert kafka_source.describe(spark, kafka_broker.bootstrap, narrow).partitions == 3
+    assert journal.declared_partitions(spark, lake, default_store()) == list(range(PARTITIONS))  # no --partitions given
+
+
+def test_a_record_that_is_not_json_is_a_malformed_dead_letter_with_its_bytes(spark, kafka_broker, tmp_path):
+    topic = kafka_broker.create_topic("poison")
+    producer = kafka_broker.producer()
+    now = datetime.now(timezone.utc)
+    producer.send(topic, value=event(random.Random(1), now), partition=0)
+    producer.send(topic, value=b"not json {", partition=1)
+    producer.send(topic, value=b"\xff\xfe\x00binary", partition=2)
+    producer.flush()
+    producer.close()
+    lake = str(tmp_path / "lake")
+    stream_topic(spark, kafka_broker.bootstrap, topic, lake, Policy.from_dict(POLICY), until_idle=True,
+                     clock="simulated")
+    bad = {r["partition"]: r for r in journal.read(spark, lake).where(F.col("kind") == "malformed").collect()}
+    assert bad[1]["payload"] == "not json {"
+    assert bad[2]["payload"] == "base64:" + base64.b64encode(b"\xff\xfe\x00binary").decode()
+    assert sorted(bad) == [1, 2]
+    dead = default_store().read(spark, target_dir(lake, "production").table("dead_letters"))
+    assert {(r["seq"], r["reason"]) for r in dead.collect()} == {(bad[p]["seq"], "malformed") for p in (1, 2)}
+    # the lag table: a row per partition of the topic, its backlog in records past the journaled offset
+    lag = default_store().read(spark, target_dir(lake, "production").table("lag")).collect()
+    assert sorted(r["partition"] for r in lag) == list(range(PARTITIONS))
+    assert {(r["backlog"], r["backlog_unit"]) for r in lag} == {(0, "records")}
+    assert all(r["bytes"] > 0 for r in lag if r["partition"] < 3)
+
+
+def test_a_create_time_topic_is_refused_with_a_one_line_reason(spark, kafka_broker, tmp_path):
+    topic = kafka_broker.create_topic("producer-clocks", timestamp_type="CreateTime")
+    with pytest.raises(ValueError) as refused:
+        stream_topic(spark, kafka_broker.bootstrap, topic, str(tmp_path / "lake"), Policy.from_dict(POLICY),
+                         until_idle=True)
+    message = str(refused.value)
+    assert "\n" not in message and "CreateTime" in message and "--trust-create-time" in message
+    assert not os.path.exists(tmp_path / "lake")
+
+
+def test_a_create_time_topic_is_read_when_producer_times_are_trusted(spark, kafka_broker, tmp_path):
+    topic = kafka_broker.create_topic("trusted-clocks", timestamp_type="CreateTime")
+    produced_at = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+    producer = kafka_broker.producer()
+    producer.send(topic, value=event(random.Random(2), produced_at), partition=0,
+                  timestamp_ms=int(produced_at.timestamp() * 1000))
+    producer.flush()
+    producer.close()
+    lake = str(tmp_path / "lake")
+    stream_topic(spark, kafka_broker.bootstrap, topic, lake, Policy.from_dict(POLICY), until_idle=True,
+                     clock="simulated", trust_create_time=True)
+    rows = journal.read(spark, lake).where(F.col("kind") == "event").select(F.unix_micros("arrival_time").alias("t"))
+    assert [r["t"] for r in rows.collect()] == [int(produced_at.timestamp()) * 1_000_000]
+
+
+def test_the_dagster_live_job_reads_a_topic_given_in_its_config(spark, kafka_broker, tmp_path):
+    from orchestration.live import live_job
+    from orchestration.resources import RetraceResource
+
+    topic = kafka_broker.create_topic("dagster-live")
+    produce(kafka_broker, topic, 40, 0.5, seed=8)
+    lake = str(tmp_path / "lake")
+    config = {"ops": {"live_micro_batches": {"config": {"kafka_bootstrap": kafka_broker.bootstrap, "topic": topic}}}}
+    from orchestration.resources import EmailAlertSink, LogFileAlertSink, WebhookAlertSink
+
+    sinks = {"alert_webhook": WebhookAlertSink(), "alert_email": EmailAlertSink(),
+             "alert_log": LogFileAlertSink(path=str(tmp_path / "alerts.jsonl"))}
+    result = live_job.execute_in_process(run_config=config, resources={"retrace": RetraceResource(lake=lake), **sinks})
+    assert result.success
+    (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    assert output.event_specific_data.metadata["summary"].data["rows"] >= 40  # events, and clock rows if any
+    assert journal.read(spark, lake).where(kafka_source.of_topic(topic)).count() == 40

@@ -1,0 +1,13 @@
+"""Helpers the tests share: lakes and landing streams, journals and policies for the property tests, the
+model of a job, a Kafka broker, the Dagster webserver, alert receivers, Spark settings for small data."""
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
+POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")
+
+
+def target_dir(lake: str, target: str = "production", job: str = "default"):
+    """Where a job's target lives in a lake (`replay.io.lake`): the spec's job's by default."""
+    from replay.io.lake import Lake
+
+    return Lake(lake).target(job, target)
