@@ -105,7 +105,7 @@ class LiveStream:
                 return False
             try:
                 began = time.perf_counter()
-                new = self.journal(None, self.lead.seq + 1, 0)
+                new = self.journal_batch(None, self.lead.seq + 1, 0)
                 if new is None:
                     return False
                 self.decide(new, 0, began, trigger="heartbeat")
@@ -131,7 +131,7 @@ class LiveStream:
             for consumer in self.consumers[1:]:
                 consumer.follow(self)
 
-    def journal(self, events: DataFrame | None, base: int, count: int) -> DataFrame | None:
+    def journal_batch(self, events: DataFrame | None, base: int, count: int) -> DataFrame | None:
         """Append `count` source rows (seq `base`...; None: a heartbeat) and the clock rows after them; returns
         the new rows (None: nothing to journal)."""
         path = Lake(self.lake).journal

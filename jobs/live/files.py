@@ -63,7 +63,8 @@ class FileStream(LiveStream):
         rows = journal.normalize(journal.raw_from_lines(lines, self.fields), self.source_partitions)
         base = self.lead.seq + 1
         observed = manifest.observe(self.landing, files) if self.landing is not None else {}
-        new = self.journal(journal.with_seq(self.spark, rows, files, per_file, base), base, sum(per_file.values()))
+        sequenced = journal.with_seq(self.spark, rows, files, per_file, base)
+        new = self.journal_batch(sequenced, base, sum(per_file.values()))
         manifest.record(self.spark, self.lake, observed, self.store, new=True)  # a half-journaled file stops the job
         return new
 

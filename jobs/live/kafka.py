@@ -54,7 +54,7 @@ class KafkaStream(LiveStream):
             if not per_partition:
                 return
             base = self.lead.seq + 1
-            new = self.journal(kafka.with_seq(rows, base), base, sum(r["n"] for r in per_partition.values()))
+            new = self.journal_batch(kafka.with_seq(rows, base), base, sum(r["n"] for r in per_partition.values()))
         self.offsets.update({p: r["offset"] for p, r in per_partition.items()})
         self.decide(new, len(per_partition), began)
 

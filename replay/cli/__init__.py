@@ -1,2 +1,2 @@
-"""The `replay` commands: `main` parses the arguments; one module per command (run, verify, diff, advise,
-generate, hash) and the helpers they share (progress, failures)."""
+"""The `replay` command: `arguments` declares each sub-command, `main` calls the operation and prints what it
+returns; `failures` turns Spark, Delta and file-system failures into one line and a log file."""

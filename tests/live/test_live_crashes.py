@@ -24,7 +24,9 @@ from tests.support import ROOT, target_dir
 
 POLICY = {"late_arrival_tolerance": "5s", "out_of_order_tolerance": "1s", "idle_timeout": "30s",
           "window": {"kind": "tumbling", "size": "10s"}}
-CRASH_POINTS = ("journal", "journaled", "decisions", "dead_letters", "windows", "metrics", "checkpoint")
+# while journaling, then between the spec job's (`default`) commits: every job's commit steps are `<job>:<step>`
+CRASH_POINTS = ("journal", "journaled", *(f"default:{step}" for step in ("decisions", "dead_letters", "windows",
+                                                                          "metrics", "checkpoint")))
 
 
 def stream(landing, lake, policy_file, crash_at=None, kill_after=None) -> int:
