@@ -37,13 +37,17 @@ from replay.io import checkpoints, journal, kafka_source as kafka, locks, manife
 from replay.io.checkpoints import Checkpoint, CheckpointMismatch, SourcePartition
 from replay.io.spark import few_rows
 from replay.io.store import AppTransaction, Replace, TableStore, commit_metadata, default_store
-from replay.model.durations import format_instant
+from replay.model.durations import describe_span, format_instant
 from replay.model.jobs import Job, job_root
 from replay.model.policy import Policy
 from replay.model.state import State
 
 CLOCKS = ("system", "simulated")
 NEVER_SEEN_DELAY = 5_000_000  # microseconds: a partition that never had a row is estimated at now - 5 s (ASA)
+# Journaled arrivals this far behind the system clock are not live data (historical files, an old topic): the clock
+# rows estimated from that clock would put watermarks past them, so the live job warns once. One hour leaves room for
+# sources that deliver late by design (Firehose buffers up to 15 minutes).
+FAR_BEHIND = 3_600_000_000
 
 
 def processing_time(clock: str, latest_arrival: int | None) -> int:
@@ -143,6 +147,7 @@ class LiveJob:
         self.watchdog = diagnostics.Watchdog(self.silent_after)
         self.late: diagnostics.LateEvents | None = None  # the spec job's late events in the batch being decided
         self.idle_since = time.monotonic()  # when the last batch or heartbeat ended
+        self.warned_behind = False  # the far-behind warning is printed once per run
         self._lock = threading.Lock()  # a heartbeat (driver thread) and a micro-batch (Spark's) never overlap
         self.earlier = EarlierRows()  # the journal before a batch: offsets it could repeat, last events
 
@@ -167,6 +172,9 @@ class LiveJob:
         a batch ended less than `idle_for` seconds ago."""
         with self._lock:
             if not self.caught_up or time.monotonic() - self.idle_since < idle_for:
+                return False
+            if self._input_waiting():  # Spark has not picked it up yet: its arrivals come before any estimate
+                self.idle_since = time.monotonic()
                 return False
             try:
                 began = time.perf_counter()
@@ -310,10 +318,27 @@ class LiveJob:
         now = _micros(noted) if noted else (latest if self.clock == "simulated" or latest is None
                                              else processing_time(self.clock, latest))
         self.batch_time = now  # the batch's processing time, which diagnostics judge by
+        self._warn_if_far_behind(stats, now)
         source = dict(self.cp.source)
         for r in stats:
             source[r.partition] = SourcePartition(r.last_arrival, now, r.last_offset)
         return source
+
+    def _warn_if_far_behind(self, stats: list[lag.PartitionRead], now: int) -> None:
+        """Once per run, on the system clock: the partition whose journaled arrivals lag that clock most, when by
+        more than FAR_BEHIND. Idle partitions' clock rows are estimated from the clock, so with such data they would
+        put watermarks past the events (every later event out of order, no window emitted)."""
+        if self.clock != "system" or self.warned_behind or not stats:
+            return
+        worst = max(stats, key=lambda r: (now - r.last_arrival, -r.partition))
+        if now - worst.last_arrival < FAR_BEHIND:
+            return
+        self.warned_behind = True
+        print(f"warning: partition {worst.partition}'s latest arrival ({format_instant(worst.last_arrival)}) is "
+              f"{describe_span(now - worst.last_arrival)} behind the system clock, which this live job estimates "
+              "idle partitions' arrivals from: their clock rows would put watermarks past these events; journal "
+              "files that landed earlier with `replay ingest`, or run the live job with `--clock simulated`",
+              file=sys.stderr, flush=True)
 
     def _report(self, batch: int, files: int, span, began: float, trigger: str) -> BatchReport:
         owm = [s.owm for s in self.cp.state.scopes.values() if s.owm > NEG]
@@ -332,6 +357,14 @@ class LiveJob:
     def _backlog(self, report: BatchReport) -> tuple[dict, str]:
         """Input not journaled yet: per partition, or under None for the whole source."""
         return {None: report.files_waiting}, "landing files"
+
+    def _input_waiting(self) -> bool:
+        """A landing file not journaled yet (a heartbeat would estimate arrivals past the rows it holds)."""
+        if self.landing is None:
+            return False
+        if self.sources is None:
+            self.sources = journal.journaled_sources(self.spark, self.lake, self.store)
+        return any(f.name not in self.sources for f in self.landing.files())
 
     def _observe(self, report: BatchReport, read: list[lag.PartitionRead]) -> None:
         """The batch's processing lag per partition, and the diagnostics it shows (alerting those that start):
@@ -609,6 +642,11 @@ class KafkaLiveJob(LiveJob):
         return {p: max(0, ends[p] - self.offsets.get(p, -1) - 1) if p in ends else None
                 for p in self.source_partitions}, "records"
 
+    def _input_waiting(self) -> bool:
+        """Records past the journaled offsets (unknown when the broker cannot be asked: then none are assumed)."""
+        backlog, _ = self._backlog(None)
+        return any(n for n in backlog.values())
+
     def _process(self, records: DataFrame) -> None:
         began = time.perf_counter()
         if not self.caught_up:
@@ -678,9 +716,10 @@ def _check_bounds(**bounds: int | None) -> None:
 
 def _idle(query) -> bool:
     """Spark found no new input at its last trigger and is not in one now: time moves by heartbeat only then
-    (a backlog is input; a heartbeat over it would estimate arrivals past rows still waiting)."""
+    (a backlog is input; a heartbeat over it would estimate arrivals past rows still waiting). Not before the
+    query has run its first trigger: while it starts, its status says no data is available, whatever waits."""
     status = query.status
-    return not status["isTriggerActive"] and not status["isDataAvailable"]
+    return query.lastProgress is not None and not status["isTriggerActive"] and not status["isDataAvailable"]
 
 
 def _run_query(job: LiveJob, batches: DataFrame, began: float, *, until_idle: bool, max_batches: int | None,

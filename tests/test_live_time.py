@@ -129,3 +129,27 @@ def test_a_job_falling_behind_records_growing_lag_and_alerts_once_for_a_silent_p
     diagnosed = _table(spark, lake, "diagnostics").where("kind = 'partition_not_progressing'")
     assert diagnosed.where("started").count() == 1
     assert {r["partition"] for r in diagnosed.collect()} == {2}
+
+
+def test_a_live_start_on_the_system_clock_over_waiting_files_journals_no_clock_row_before_its_first_data_batch(
+        spark, tmp_path, capfd):
+    """Historical files already wait in the landing when the live job starts on the system clock: no heartbeat
+    runs before the first data batch (its clock rows, at now - 5 s, would put every watermark past the data), the
+    outputs equal a replay of the journal, and one warning names the partition whose arrivals lag the clock."""
+    landing, lake = str(tmp_path / "landing"), str(tmp_path / "lake")
+    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    for f in range(4):
+        times = [start + timedelta(seconds=s) for s in range(f * 10, f * 10 + 10)]
+        _land(landing, f"part-{f:05d}.jsonl", _events(0, f * 10, times) + _events(1, f * 10, times))
+    policy = Policy.from_dict({"late_arrival_tolerance": "1s", "window": {"kind": "tumbling", "size": "10s"}})
+    run_stream(spark, landing, lake, policy, clock="system", partitions=2, trigger_seconds=0.5,
+               heartbeat_seconds=0.2, max_files_per_batch=2, max_batches=3)
+    rows = journal.read(spark, lake).select("seq", "kind").collect()
+    first_event = min(r["seq"] for r in rows if r["kind"] == "event")
+    assert [r["seq"] for r in rows if r["kind"] == "clock" and r["seq"] < first_event] == []
+    assert _table(spark, lake, "decisions").where("action = 'adjusted'").count() == 0  # in order, none late
+    err = capfd.readouterr().err
+    behind = [line for line in err.splitlines() if "behind the system clock" in line]
+    assert len(behind) == 1 and "partition 0" in behind[0], err
+    runner.run(spark, lake, policy, target="replayed")
+    assert target_hash(spark, lake, "production") == target_hash(spark, lake, "replayed")
