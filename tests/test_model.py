@@ -23,4 +23,45 @@ def test_model_matches_case(case):
 
 
 def test_all_cases_found():
-    assert len(CASES) >= 16
+    assert len(CASES) >= 38
+
+
+def _event(offset, time, value=1.0):
+    at = f"2024-01-01T00:00:{time:02d}Z"
+    return {"partition": 0, "offset": offset, "kind": "event", "arrival_time": at, "event_time": at, "key": None,
+            "value": value}
+
+
+def _punctuation(offset, time):
+    at = f"2024-01-01T00:00:{time:02d}Z"
+    return {"partition": 0, "offset": offset, "kind": "punctuation", "arrival_time": at, "event_time": at}
+
+
+def test_a_redelivered_punctuation_is_applied_once():
+    """A broker redelivers a punctuation record (same partition and offset): its first copy raised the watermark
+    and restarted the count; the repeat changes nothing, so the 2nd event after the first copy punctuates."""
+    policy = {"late_arrival_tolerance": None, "early_arrival_tolerance": None,
+              "watermark": {"strategy": "punctuated", "every_events": 2}}
+    journal = [_punctuation(0, 1), _event(1, 2), _punctuation(0, 1), _event(2, 3)]
+    out = run_model(policy, journal)
+    assert [d["watermark"] for d in out["decisions"]] == ["2024-01-01T00:00:01Z"] * 3 + ["2024-01-01T00:00:03Z"]
+    assert out["dead_letters"] == []
+
+
+FLUSHED_SESSIONS = [c for c in map(_load, CASES) if (c["policy"].get("window") or {}).get("kind") == "session"
+                    and c["policy"].get("flush_at_end", True)]
+
+
+@pytest.mark.parametrize("case", FLUSHED_SESSIONS, ids=[c["name"] for c in FLUSHED_SESSIONS])
+def test_sessions_conserve_events_counting_each_window_closed_event_once(case):
+    """Spec section 7 with unwindowed = 0 (and the final flush): an event touching two closed sessions is two
+    dead-letter rows but one event, so window_closed counts events here."""
+    out = run_model(case["policy"], case["journal"])
+    events = sum(1 for r in case["journal"] if r["kind"] == "event")
+    lost = sum(1 for d in out["decisions"] if d["action"] in ("dropped", "quarantined"))
+    closed = len({d["seq"] for d in out["dead_letters"] if d["reason"] == "window_closed"})
+    assert events == sum(w["count"] for w in out["windows"]) + lost + closed
+
+
+def test_there_are_flushed_session_cases():
+    assert len(FLUSHED_SESSIONS) >= 4
