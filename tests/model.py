@@ -186,8 +186,8 @@ class Replay:
         return max(w, self.raised.get(out, NEG))
 
     def advance_floor(self, p, arrival):
-        """Every row of a partition, event, clock or punctuation, lifts its floor to arrival - L (bounded, L set); by
-        arrival time to arrival - O (§2: the watermark is the latest arrival minus O)."""
+        """Every row of a partition, event, clock or punctuation, lifts its floor to arrival - L (bounded or source,
+        L set); by arrival time to arrival - O (§2: the watermark is the latest arrival minus O)."""
         if self.pol.by_arrival:
             self.floor[p] = max(self.floor.get(p, NEG), arrival - self.pol.O)
         elif self.pol.L is not None and not self.pol.punctuated:
