@@ -18,7 +18,8 @@ from replay.cli import runner
 from replay.io import journal
 from replay.io.store import default_store
 from replay.model.durations import format_instant
-from replay.model.policy import Policy
+from replay.model.jobs import Job
+from replay.model.policy import SUBSTREAM_COLUMNS, Policy
 
 TIMES = {"timestamp", "watermark", "output_watermark", "window_start", "window_end"}
 SHAPES = {
@@ -27,6 +28,18 @@ SHAPES = {
     "windows": ("window_start", "window_end", "key", "partition", "count", "sum", "emitted_at"),
     "dead_letters": ("seq", "partition", "offset", "reason", "window_start"),
 }
+JOURNAL_FIELDS = {"seq", "partition", "offset", "kind", "arrival_time", "event_time", "key", "value"}
+
+
+def case_job(case: dict) -> tuple[Policy, Job | None]:
+    """A case's policy, and the job to run it with. A journal row is the event as it landed, so a field other than
+    the journal's own is a payload field; `substream_by` may name one, and the spec's job then has that field
+    (a string). None: the spec's job as every other case runs it."""
+    payload_fields = tuple(sorted({f for r in case["journal"] for f in r} - JOURNAL_FIELDS))
+    policy = Policy.from_dict(case.get("policy") or {}, fields=SUBSTREAM_COLUMNS + payload_fields)
+    if policy.substream_by in (None, *SUBSTREAM_COLUMNS):
+        return policy, None
+    return policy, Job.spec(policy, (policy.substream_by,))
 
 
 def _rows(df: DataFrame, fields: tuple[str, ...]) -> list[dict]:
@@ -43,11 +56,11 @@ def _rows(df: DataFrame, fields: tuple[str, ...]) -> list[dict]:
 
 def run_case(spark: SparkSession, case: dict) -> dict:
     """Replay one case's journal with its policy; the outputs in the shape of the case's `expected`."""
-    policy = Policy.from_dict(case.get("policy") or {})
+    policy, job = case_job(case)
     store = default_store()
     with tempfile.TemporaryDirectory(prefix="retrace-case-") as lake:
         store.write(journal.from_rows(spark, case["journal"]), journal.journal_path(lake))
-        runner.run(spark, lake, policy, target="conformance", store=store)
+        runner.run(spark, lake, policy, target="conformance", store=store, job=job)
         result = {"name": case.get("name")}
         for table, fields in SHAPES.items():
             result[table] = _rows(store.read(spark, runner.output_path(lake, "conformance", table)), fields)
@@ -59,7 +72,8 @@ def engine_case(spark: SparkSession, case: dict) -> dict:
     model many times over; `run_case` is the contract's path, through `replay run`."""
     from replay.engine import pipeline as engine
 
-    out = engine.replay(journal.from_rows(spark, case["journal"]), Policy.from_dict(case.get("policy") or {}))
+    policy, job = case_job(case)
+    out = engine.replay(journal.from_rows(spark, case["journal"]), policy, job=job)
     tables = {"decisions": out.decisions, "windows": out.windows, "dead_letters": out.dead_letters}
     result = {"name": case.get("name"), **{t: _rows(tables[t], f) for t, f in SHAPES.items()}}
     out.unpersist()

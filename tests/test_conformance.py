@@ -69,3 +69,24 @@ def test_check_cli_fails_a_case_with_a_wrong_window_count(tmp_path):
     lines = [line for line in r.stdout.splitlines() if line.strip()]
     assert lines[-1] == "0 passed, 1 failed"
     assert "count expected" in r.stderr
+
+
+def test_a_case_with_substreams_over_a_payload_field_runs_the_spec_job_given_that_field():
+    """A case's journal row is the event as it landed: its fields beyond the journal's are payload fields, and
+    `substream_by` may name one; the spec's job then reads it from the payload."""
+    from replay.conformance import case_job
+
+    policy, job = case_job(_load(os.path.join(ROOT, "tests", "conformance", "cases",
+                                              "substreams_over_a_payload_field.json")))
+    assert policy.substream_by == "device"
+    assert job.fields == (("device", "payload:device::string"),) and job.policy == policy
+
+
+def test_a_case_with_substreams_over_a_field_no_row_carries_is_refused():
+    from replay.conformance import case_job
+    from replay.model.policy import PolicyError
+
+    case = {"policy": {"substream_by": "device"}, "journal": [{"partition": 0, "offset": 0, "kind": "event",
+                                                               "arrival_time": "2024-01-01T00:00:00Z"}]}
+    with pytest.raises(PolicyError, match="substream_by: 'device' is not a field of the job; use one of key or null"):
+        case_job(case)
