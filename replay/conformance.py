@@ -21,7 +21,7 @@ from replay.io.lake import Lake
 from replay.io.store import default_store
 from replay.model.durations import format_instant
 from replay.model.jobs import Job
-from replay.model.policy import Policy
+from replay.model.policy import SUBSTREAM_COLUMNS, Policy
 from replay.ops.run import run
 
 TIMES = {"timestamp", "watermark", "output_watermark", "window_start", "window_end"}
@@ -31,6 +31,16 @@ SHAPES = {
     "windows": ("window_start", "window_end", "key", "partition", "count", "sum", "emitted_at"),
     "dead_letters": ("seq", "partition", "offset", "reason", "window_start"),
 }
+JOURNAL_FIELDS = {"seq", "partition", "offset", "kind", "arrival_time", "event_time", "key", "value"}
+
+
+def case_job(case: dict) -> Job:
+    """The job a case runs: the spec's job on the case's policy. A journal row is the event as it landed, so a field
+    other than the journal's own is a payload field; `substream_by` may name one, and the spec's job then has that
+    field (a string)."""
+    payload_fields = tuple(sorted({f for r in case["journal"] for f in r} - JOURNAL_FIELDS))
+    policy = Policy.from_dict(case.get("policy") or {}, fields=SUBSTREAM_COLUMNS + payload_fields)
+    return Job.spec(policy, () if policy.substream_by in (None, *SUBSTREAM_COLUMNS) else (policy.substream_by,))
 
 
 def _rows(df: DataFrame, fields: tuple[str, ...]) -> list[dict]:
@@ -47,7 +57,7 @@ def _rows(df: DataFrame, fields: tuple[str, ...]) -> list[dict]:
 
 def run_case(spark: SparkSession, case: dict) -> dict:
     """Replay one case's journal with its policy; the outputs in the shape of the case's `expected`."""
-    job = Job.spec(Policy.from_dict(case.get("policy") or {}))
+    job = case_job(case)
     store = default_store()
     with tempfile.TemporaryDirectory(prefix="retrace-case-") as lake:
         store.write(journal.from_rows(spark, case["journal"]), Lake(lake).journal)
@@ -64,7 +74,7 @@ def engine_case(spark: SparkSession, case: dict) -> dict:
     model many times over; `run_case` is the contract's path, through `replay run`."""
     from replay.engine import pipeline as engine
 
-    job = Job.spec(Policy.from_dict(case.get("policy") or {}))
+    job = case_job(case)
     out = engine.replay(journal.from_rows(spark, case["journal"]), job.policy, job=job)
     tables = {"decisions": out.decisions, "windows": out.windows, "dead_letters": out.dead_letters}
     result = {"name": case.get("name"), **{t: _rows(tables[t], f) for t, f in SHAPES.items()}}

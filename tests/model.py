@@ -68,13 +68,18 @@ class Policy:
         self.substream_by, self.independent = p["substream_by"], p["partitions"] == "independent"
         wm = p["watermark"] or {"strategy": "bounded"}
         self.punctuated = wm.get("strategy", "bounded") == "punctuated"
-        if self.by_arrival and self.punctuated:
-            raise ValueError("timestamp_by: arrival_time fixes the watermark (latest arrival - O); not punctuated")
+        self.source = wm.get("strategy") == "source"  # §4: the source's own punctuations alone
+        if self.by_arrival and (self.punctuated or self.source):
+            raise ValueError("timestamp_by: arrival_time fixes the watermark (latest arrival - O); not "
+                             f"{wm['strategy']}")
         self.every_events, self.every = wm.get("every_events"), duration(wm.get("every"))
         self.delay = duration(wm.get("delay", "0s"))
         w = p["window"]
         self.window = w is not None
-        if w:
+        self.sessions = self.window and w["kind"] == "session"
+        if self.sessions:
+            self.gap = duration(w["gap"])
+        elif w:
             self.size = duration(w["size"])
             self.hop = duration(w["hop"]) if w["kind"] == "hopping" else self.size
             self.offset = duration(w.get("offset", "0s"))
@@ -131,31 +136,39 @@ class Replay:
         self.event_term = {}              # scope -> max(timestamp - O) over its kept events (§4)
         self.floor = {}                   # partition -> max(arrival - L) over all its rows (§4)
         self.counted, self.reference, self.punctuation = {}, {}, {}  # partition -> punctuated state
+        self.sent = {}                    # partition -> latest punctuation the source sent (bounded, source)
         self.raised = {}                  # output scope -> output watermark raised by §6
         self.last_event_arrival = {}      # output scope -> latest arrival of its event rows (§6)
         self.windows = {}                 # (output scope, key, start) -> [count, sum]
         self.emitted = {}                 # window group -> seq it was emitted at
+        self.sessions = []                # §5 session windows: dicts out, key, start, end, count, sum, emitted
         self.decisions, self.dead_letters = [], []
 
     # §4 watermarks
     def scope_of(self, row):
-        """The watermark scope: the partition, or (partition, key) with substreams (not punctuated)."""
+        """The watermark scope: the partition, or (partition, value of the `substream_by` field) with substreams
+        (not punctuated). A case's journal row is the event as it landed: a field is a key of the row."""
         p = row["partition"]
         if self.pol.substream_by and not self.pol.punctuated:
             return (p, row.get(self.pol.substream_by))
         return p
 
     def scope_watermark(self, scope):
-        """Bounded: max(kept timestamps - O, arrival floor); punctuated: the latest punctuation."""
+        """Bounded: max(kept timestamps - O, arrival floor, source punctuations); punctuated: the latest
+        punctuation (made or sent); source: the latest source punctuation, raised by the arrival floor."""
         p = scope[0] if isinstance(scope, tuple) else scope
         if self.pol.punctuated:
             return self.punctuation.get(p, NEG)
-        return max(self.event_term.get(scope, NEG), self.floor.get(p, NEG))
+        partition_terms = max(self.floor.get(p, NEG), self.sent.get(p, NEG))
+        if self.pol.source:
+            return partition_terms
+        return max(self.event_term.get(scope, NEG), partition_terms)
 
     def partition_watermark(self, p):
-        """W_p: the scope's watermark, or the arrival floor alone when there are substreams."""
+        """W_p: the scope's watermark, or with substreams the partition's own terms alone (arrival floor and
+        source punctuations): a value never seen has only those."""
         if self.pol.substream_by and not self.pol.punctuated:
-            return self.floor.get(p, NEG)
+            return max(self.floor.get(p, NEG), self.sent.get(p, NEG))
         return self.scope_watermark(p)
 
     def output_scope(self, p):
@@ -173,8 +186,8 @@ class Replay:
         return max(w, self.raised.get(out, NEG))
 
     def advance_floor(self, p, arrival):
-        """Every row of a partition, event or clock, lifts its floor to arrival - L (bounded, L set); by
-        arrival time to arrival - O (§2: the watermark is the latest arrival minus O)."""
+        """Every row of a partition, event, clock or punctuation, lifts its floor to arrival - L (bounded or source,
+        L set); by arrival time to arrival - O (§2: the watermark is the latest arrival minus O)."""
         if self.pol.by_arrival:
             self.floor[p] = max(self.floor.get(p, NEG), arrival - self.pol.O)
         elif self.pol.L is not None and not self.pol.punctuated:
@@ -190,6 +203,23 @@ class Replay:
             self.reference[p] = t3
         if by_count or by_time:
             self.punctuation[p] = max(self.punctuation.get(p, NEG), t3 - pol.delay)
+
+    def source_punctuation(self, seq, row):
+        """§4: a punctuation row raises every watermark of its partition to its time P (never lowering one);
+        under the punctuated strategy it is also the latest punctuation (count restarts, P is the reference).
+        A repeat of a (partition, offset) already seen (a redelivery) was applied once and changes nothing."""
+        p, identity = row["partition"], (row["partition"], row["offset"])
+        if identity in self.identities:
+            return
+        self.identities.add(identity)
+        time = instant(row.get("event_time"))
+        if time is None:
+            self.dead_letter(seq, row, "malformed")
+        elif self.pol.punctuated:
+            self.punctuation[p] = max(self.punctuation.get(p, NEG), time)
+            self.counted[p], self.reference[p] = 0, time
+        else:
+            self.sent[p] = max(self.sent.get(p, NEG), time)
 
     # §5 windows
     def window_starts(self, t):
@@ -215,14 +245,43 @@ class Replay:
                 w[0] += 1
                 w[1] += row.get("value") or 0.0
 
+    def add_to_session(self, seq, row, out, t, closed_before):
+        """§5 sessions: the event's span [t, t+G) joins (merges) the open sessions of its group it overlaps,
+        unless it overlaps closed ones or would make a session the output watermark already closed."""
+        key = row.get("key") if self.pol.group_by_key else None
+        end = t + self.pol.gap
+        group = [x for x in self.sessions if (x["out"], x["key"]) == (out, key) and x["start"] < end and t < x["end"]]
+        closed = [x for x in group if x["emitted"] is not None]
+        if closed:
+            for x in closed:
+                self.dead_letter(seq, row, "window_closed", x["start"])
+        elif closed_before >= end + self.pol.lateness:
+            self.dead_letter(seq, row, "window_closed", t)
+        else:
+            merged = {"out": out, "key": key, "start": min([t] + [x["start"] for x in group]),
+                      "end": max([end] + [x["end"] for x in group]), "count": 1, "sum": row.get("value") or 0.0,
+                      "emitted": None}
+            for x in group:
+                merged["count"] += x["count"]
+                merged["sum"] += x["sum"]
+                self.sessions.remove(x)
+            self.sessions.append(merged)
+
+    def open_sessions(self):
+        return [x for x in self.sessions if x["emitted"] is None]
+
     def open_windows(self):
         return [g for g in self.windows if g not in self.emitted]
 
     def close_windows(self, seq):
-        """A window is emitted at the first row after which its output watermark reached its close time."""
+        """A window (a session) is emitted at the first row after which its output watermark reached its close
+        time: its end plus the allowed lateness."""
         for g in self.open_windows():
             if self.output_watermark(g[0]) >= self.closes_at(g[2]):
                 self.emitted[g] = seq
+        for x in self.open_sessions():
+            if self.output_watermark(x["out"]) >= x["end"] + self.pol.lateness:
+                x["emitted"] = seq
 
     def idle_timeout(self, seq, p, arrival):
         """§6: a clock row closes open windows whose end and last event are idle_timeout behind it."""
@@ -235,6 +294,10 @@ class Replay:
             if g[0] == out and arrival >= max(end, last) + self.pol.idle:
                 self.emitted[g] = seq
                 self.raised[out] = max(self.raised.get(out, NEG), end + self.pol.lateness)
+        for x in self.open_sessions():
+            if x["out"] == out and arrival >= max(x["end"], last) + self.pol.idle:
+                x["emitted"] = seq
+                self.raised[out] = max(self.raised.get(out, NEG), x["end"] + self.pol.lateness)
 
     # rows
     def dead_letter(self, seq, row, reason, start=None):
@@ -252,12 +315,18 @@ class Replay:
             self.advance_floor(p, arrival)
             self.idle_timeout(seq, p, arrival)
             decision["watermark"] = iso(self.partition_watermark(p))
+        elif row["kind"] == "punctuation":  # not an event: no action, no window, not idle-timeout activity
+            self.advance_floor(p, arrival)
+            self.source_punctuation(seq, row)
+            decision["watermark"] = iso(self.partition_watermark(p))
         else:
             scope = self.scope_of(row)
             t, action, reasons = self.decide(seq, row, scope, arrival)
             self.advance_floor(p, arrival)
             self.last_event_arrival[out] = max(self.last_event_arrival.get(out, NEG), arrival)
-            if t is not None and self.pol.window:
+            if t is not None and self.pol.sessions:
+                self.add_to_session(seq, row, out, t, closed_before)
+            elif t is not None and self.pol.window:
                 self.add_to_windows(seq, row, out, t, closed_before)
             decision.update(action=action, reasons=reasons, timestamp=None if t is None else iso(t),
                             watermark=iso(self.scope_watermark(scope)))
@@ -286,7 +355,7 @@ class Replay:
             adjusted = adj_early or adj_late or adj_ooo
             if t3 is not None and self.pol.punctuated:
                 self.punctuate(row["partition"], t3)
-            if t is not None and not self.pol.punctuated:
+            if t is not None and not self.pol.punctuated and not self.pol.source:
                 self.event_term[scope] = max(self.event_term.get(scope, NEG), t - self.pol.O)
         if t is None:
             self.dead_letter(seq, row, reasons[-1])
@@ -300,6 +369,10 @@ class Replay:
                 rows.append({"window_start": iso(s), "window_end": iso(s + self.pol.size), "key": key,
                              "partition": out, "count": count, "sum": total,
                              "emitted_at": self.emitted.get((out, key, s))})
+        for x in self.sessions:
+            if x["emitted"] is not None or self.pol.flush_at_end:
+                rows.append({"window_start": iso(x["start"]), "window_end": iso(x["end"]), "key": x["key"],
+                             "partition": x["out"], "count": x["count"], "sum": x["sum"], "emitted_at": x["emitted"]})
         return rows
 
 

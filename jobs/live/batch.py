@@ -31,11 +31,15 @@ from replay.io.checkpoints import SourcePartition
 from replay.io.lake import Lake
 from replay.io.spark import few_rows
 from replay.io.store import default_store
-from replay.model.durations import format_instant, parse_instant
+from replay.model.durations import describe_span, format_instant, parse_instant
 from replay.model.jobs import Job
 from replay.model.state import NEG
 
 WRITER = "replay stream"
+# Journaled arrivals this far behind the system clock are not live data (historical files, an old topic): the clock
+# rows estimated from that clock would put watermarks past them, so the live job warns once. One hour leaves room for
+# sources that deliver late by design (Firehose buffers up to 15 minutes).
+FAR_BEHIND = 3_600_000_000
 
 
 def processing_time(clock: str, latest_arrival: int | None) -> int:
@@ -73,6 +77,7 @@ class LiveStream:
         self.started_at = processing_time(options.clock, self._latest_arrival())
         self.watchdog = diagnostics.Watchdog(options.silent_after_us)
         self.idle_since = time.monotonic()  # when the last batch or heartbeat ended
+        self.warned_behind = False  # the far-behind warning is printed once per run
         self._lock = threading.Lock()  # a heartbeat (driver thread) and a micro-batch (Spark's) never overlap
 
     @property
@@ -102,6 +107,9 @@ class LiveStream:
         a batch ended less than `idle_for` seconds ago."""
         with self._lock:
             if not self.caught_up or time.monotonic() - self.idle_since < idle_for:
+                return False
+            if self.input_waiting():  # Spark has not picked it up yet: its arrivals come before any estimate
+                self.idle_since = time.monotonic()
                 return False
             try:
                 began = time.perf_counter()
@@ -197,10 +205,27 @@ class LiveStream:
         now = (parse_instant(noted, "processing_time") if noted else
                latest if self.options.clock == "simulated" or latest is None
                else processing_time(self.options.clock, latest))
+        self._warn_if_far_behind(stats, now)
         source = dict(self.lead.cp.source)
         for r in stats:
             source[r.partition] = SourcePartition(r.last_arrival, now, r.last_offset)
         return source, now
+
+    def _warn_if_far_behind(self, stats: list[lag.PartitionRead], now: int) -> None:
+        """Once per run, on the system clock: the partition whose journaled arrivals lag that clock most, when by
+        more than FAR_BEHIND. Idle partitions' clock rows are estimated from the clock, so with such data they would
+        put watermarks past the events (every later event out of order, no window emitted)."""
+        if self.options.clock != "system" or self.warned_behind or not stats:
+            return
+        worst = max(stats, key=lambda r: (now - r.last_arrival, -r.partition))
+        if now - worst.last_arrival < FAR_BEHIND:
+            return
+        self.warned_behind = True
+        print(f"warning: partition {worst.partition}'s latest arrival ({format_instant(worst.last_arrival)}) is "
+              f"{describe_span(now - worst.last_arrival)} behind the system clock, which this live job estimates "
+              "idle partitions' arrivals from: their clock rows would put watermarks past these events; journal "
+              "files that landed earlier with `replay ingest`, or run the live job with `--clock simulated`",
+              file=sys.stderr, flush=True)
 
     def _report(self, batch: int, files: int, span: dict, began: float, trigger: str) -> tuple[BatchReport, tuple]:
         """The batch's report, and its backlog (per partition, or under None for the whole source; its unit)."""
@@ -218,6 +243,10 @@ class LiveStream:
     def files_waiting(self) -> int | None:
         """Landing files not journaled yet (None: the source has no files)."""
         return None
+
+    def input_waiting(self) -> bool:
+        """Input not journaled yet (a heartbeat would estimate arrivals past the rows it holds)."""
+        return False
 
     def backlog(self, files_waiting: int | None) -> tuple[dict, str]:
         """Input not journaled yet: per partition, or under None for the whole source; and its unit."""

@@ -71,9 +71,16 @@ class FileStream(LiveStream):
     def files_waiting(self) -> int | None:
         if self.landing is None:
             return None
+        return sum(1 for f in self.landing.files() if f.name not in self._journaled())
+
+    def input_waiting(self) -> bool:
+        """A landing file not journaled yet."""
+        return self.landing is not None and any(f.name not in self._journaled() for f in self.landing.files())
+
+    def _journaled(self) -> set[str]:
         if self.sources is None:
             self.sources = journal.journaled_sources(self.spark, self.lake, self.store)
-        return sum(1 for f in self.landing.files() if f.name not in self.sources)
+        return self.sources
 
 
 def run_files(spark: SparkSession, source: FileSource, lake: str, jobs: tuple[Job, ...],

@@ -38,6 +38,11 @@ class KafkaStream(LiveStream):
         return {p: max(0, ends[p] - self.offsets.get(p, -1) - 1) if p in ends else None
                 for p in self.source_partitions}, "records"
 
+    def input_waiting(self) -> bool:
+        """Records past the journaled offsets (unknown when the broker cannot be asked: then none are assumed)."""
+        backlog, _ = self.backlog(None)
+        return any(n for n in backlog.values())
+
     def _process(self, records: DataFrame) -> None:
         began = time.perf_counter()
         if not self.caught_up:

@@ -38,6 +38,7 @@ def run_query(stream, batches: DataFrame, began: float) -> StreamSummary:
 
 def _idle(query) -> bool:
     """Spark found no new input at its last trigger and is not in one now: time moves by heartbeat only then
-    (a backlog is input; a heartbeat over it would estimate arrivals past rows still waiting)."""
+    (a backlog is input; a heartbeat over it would estimate arrivals past rows still waiting). Not before the
+    query has run its first trigger: while it starts, its status says no data is available, whatever waits."""
     status = query.status
-    return not status["isTriggerActive"] and not status["isDataAvailable"]
+    return query.lastProgress is not None and not status["isTriggerActive"] and not status["isDataAvailable"]

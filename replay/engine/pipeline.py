@@ -188,6 +188,9 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     `job`: a user's job (fields, filter, grouping, aggregates) on this policy; default: the spec's count/sum.
     `rows_at_most`: a bound on `journal`'s rows, when the caller knows one (a live batch): outputs sized by
     it are not counted first."""
+    unsupported = _unsupported(policy)
+    if unsupported:
+        raise ValueError(f"policy: {unsupported} is not supported by this engine yet")
     custom = job is not None and not job.is_spec
     whole = state is None and history is None  # not a live batch, nor a replay from a checkpoint
     state = state or State()
@@ -258,6 +261,18 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
     # the metrics count dead letters, which need no raw text: they skip the join with the journal
     hourly = metrics.hourly(decisions, dead, backward if since_seq is None else None)
     return Outputs(decisions, win, letters, timeline, hourly, cached, after)
+
+
+def _unsupported(policy: Policy) -> str | None:
+    """Issue 48's features, which the model and the policy have and this engine does not yet: refused, not run as
+    something else."""
+    if policy.sessions:
+        return "window.kind 'session'"
+    if policy.source_punctuated:
+        return "watermark.strategy 'source'"
+    if policy.substream_by not in (None, "key"):
+        return f"substream_by {policy.substream_by!r} (a field other than key)"
+    return None
 
 
 def _scopes(policy: Policy, partitions) -> list[int]:

@@ -29,6 +29,15 @@ def format_duration(us: int) -> str:
     return f"{us}us"
 
 
+def describe_span(us: int) -> str:
+    """A span for people to read: `42s`, `3.5 minutes`, `2.9 years` (durations in policies use format_duration)."""
+    seconds = us / 1e6
+    for unit, size in (("years", 365.25 * 86_400), ("days", 86_400), ("hours", 3_600), ("minutes", 60)):
+        if abs(seconds) >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f}s"
+
+
 def parse_instant(text: str, field: str = "time") -> int:
     """An ISO-8601 instant (naive means UTC) -> microseconds since the epoch."""
     try:

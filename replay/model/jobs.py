@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from replay.model.policy import Policy, PolicyError
+from replay.model.policy import SUBSTREAM_COLUMNS, Policy, PolicyError, substream_error
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # a job's name: also a folder name and a Dagster asset prefix
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -74,9 +74,15 @@ class Job:
     origin: str = "python"  # where it was defined: a file path, or "python"
 
     @classmethod
-    def spec(cls, policy: Policy) -> "Job":
-        """The spec's job (section 5): count and exact sum of `value` per key and window."""
-        return cls(SPEC_JOB, policy)
+    def spec(cls, policy: Policy, payload_fields: tuple[str, ...] = ()) -> "Job":
+        """The spec's job (section 5): count and exact sum of `value` per key and window. `payload_fields`: the
+        payload fields (read as strings) it also has, for a `substream_by` naming one (a conformance case's
+        journal rows carry them); `substream_by` may name `key` or one of them."""
+        fields = tuple((n, f"payload:{n}::string") for n in payload_fields)
+        problem = substream_error(policy.substream_by, SUBSTREAM_COLUMNS + tuple(payload_fields))
+        if problem:
+            raise JobError(f"job {SPEC_JOB}: policy.{problem}")
+        return cls(SPEC_JOB, policy, fields=fields)
 
     @classmethod
     def define(cls, name: str, policy: Policy | dict, *, source: str = SPEC_JOB, fields: dict | None = None,
@@ -87,8 +93,9 @@ class Job:
         if not isinstance(name, str) or not NAME.match(name) or name == SPEC_JOB:
             raise JobError(f"name: {name!r} must be lower-case letters, digits or '_', starting with a letter"
                            f" (and not {SPEC_JOB!r})")
-        policy = _windowed_policy(name, policy)
         fields_ = _named(fields or {}, "fields", name)
+        # substreams over `key` or a field (not a transform's output: watermarks are decided before transforms)
+        policy = _windowed_policy(name, policy, SUBSTREAM_COLUMNS + tuple(n for n, _ in fields_))
         aggregates_ = _named(aggregates if aggregates is not None else dict(SPEC_AGGREGATES), "aggregates", name)
         if not aggregates_:
             raise JobError(f"job {name}: aggregates: give at least one, e.g. {{events: 'count(*)'}}")
@@ -145,12 +152,16 @@ class Job:
         return f"job {self.name}" + (f" ({self.origin})" if self.origin != "python" else "")
 
 
-def _windowed_policy(name: str, policy: Policy | dict) -> Policy:
+def _windowed_policy(name: str, policy: Policy | dict, substreams: tuple[str, ...]) -> Policy:
+    """The job's policy, checked: a window, and substreams over `key` or one of the job's fields."""
     if isinstance(policy, dict):
         try:
-            policy = Policy.from_dict(policy)
+            policy = Policy.from_dict(policy, fields=substreams)
         except PolicyError as e:
             raise JobError(f"job {name}: policy: {e}") from None
+    problem = substream_error(policy.substream_by, substreams)
+    if problem:
+        raise JobError(f"job {name}: policy.{problem}")
     if policy.window is None:
         raise JobError(f"job {name}: policy.window: a job needs windows (e.g. {{kind: tumbling, size: 1m}})")
     return policy

@@ -18,7 +18,7 @@ from replay.model.durations import format_duration, parse_duration
 EARLY_ACTIONS = ("drop", "adjust")
 LATE_ACTIONS = ("adjust", "drop", "accept")
 OUT_OF_ORDER_ACTIONS = ("adjust", "drop", "accept")
-SUBSTREAM_COLUMNS = ("key",)
+SUBSTREAM_COLUMNS = ("key",)  # the fields of the spec's job; a user's job adds its own (Job.define)
 PARTITION_MODES = ("merged", "independent")
 TIMESTAMP_BY = ("event_time", "arrival_time")
 
@@ -56,6 +56,17 @@ class Punctuated:
 
 
 @dataclass(frozen=True)
+class Source:
+    """The source's own punctuations alone (journal rows of kind `punctuation`), floored by arrival - late
+    tolerance: no watermark from event times."""
+
+    strategy: str = "source"
+
+    def to_dict(self) -> dict:
+        return {"strategy": "source"}
+
+
+@dataclass(frozen=True)
 class Window:
     """Windows [offset + k*hop, + size); tumbling when hop == size, gaps when hop > size."""
 
@@ -82,6 +93,17 @@ class Window:
 
 
 @dataclass(frozen=True)
+class Session:
+    """Session windows: an event spans [t, t + gap); overlapping spans of a group merge into one session."""
+
+    gap: int
+    kind: str = "session"
+
+    def to_dict(self) -> dict:
+        return {"kind": "session", "gap": format_duration(self.gap)}
+
+
+@dataclass(frozen=True)
 class Policy:
     """`timestamp_by: arrival_time` (Azure Stream Analytics without `TIMESTAMP BY`): every event's time is its
     arrival time. The event-time column is then not read at all, so an event whose `event_time` is null or
@@ -100,25 +122,27 @@ class Policy:
     out_of_order_action: str = "adjust"
     substream_by: str | None = None
     partitions: str = "merged"
-    watermark: Bounded | Punctuated = field(default_factory=Bounded)
-    window: Window | None = None
+    watermark: Bounded | Punctuated | Source = field(default_factory=Bounded)
+    window: Window | Session | None = None
     group_by_key: bool = True
     allowed_lateness: int = 0
     idle_timeout: int | None = None
     flush_at_end: bool = True
 
     def __post_init__(self):
-        if self.by_arrival and isinstance(self.watermark, Punctuated):
-            raise PolicyError("timestamp_by: 'arrival_time' cannot be combined with watermark strategy 'punctuated': "
-                              "with arrival_time the watermark is the latest arrival minus out_of_order_tolerance; "
-                              "use watermark: {strategy: bounded} or timestamp_by: event_time")
+        if self.by_arrival and isinstance(self.watermark, (Punctuated, Source)):
+            raise PolicyError(f"timestamp_by: 'arrival_time' cannot be combined with watermark strategy "
+                              f"{self.watermark.strategy!r}: with arrival_time the watermark is the latest arrival "
+                              "minus out_of_order_tolerance; use watermark: {strategy: bounded} or "
+                              "timestamp_by: event_time")
 
     @classmethod
-    def from_dict(cls, raw: dict | None) -> "Policy":
-        return _build(raw or {})
+    def from_dict(cls, raw: dict | None, fields: tuple[str, ...] = SUBSTREAM_COLUMNS) -> "Policy":
+        """`fields`: what `substream_by` may name (the spec's job has `key`; a job adds its own fields)."""
+        return _build(raw or {}, fields)
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> "Policy":
+    def from_yaml(cls, path: str | Path, fields: tuple[str, ...] = SUBSTREAM_COLUMNS) -> "Policy":
         try:
             text = Path(path).read_text(encoding="utf-8")
             raw = yaml.safe_load(text)
@@ -138,7 +162,7 @@ class Policy:
         if not isinstance(raw, dict):
             raise PolicyError(f"policy file {path} must hold a mapping of policy fields, got {type(raw).__name__}")
         try:
-            return _build(raw)
+            return _build(raw, fields)
         except PolicyError as e:
             raise PolicyError(f"{path}: {e}") from None
 
@@ -154,6 +178,15 @@ class Policy:
     @property
     def punctuated(self) -> bool:
         return isinstance(self.watermark, Punctuated)
+
+    @property
+    def source_punctuated(self) -> bool:
+        """The watermark is the source's own punctuations alone (`{strategy: source}`)."""
+        return isinstance(self.watermark, Source)
+
+    @property
+    def sessions(self) -> bool:
+        return isinstance(self.window, Session)
 
     def to_dict(self) -> dict:
         """The policy in the spec's YAML shape, every field explicit (a canonical form for hashing and logs),
@@ -230,7 +263,7 @@ def _unknown(raw: dict, known: set[str], where: str) -> None:
         raise PolicyError(f"{where}unknown field {extra[0]!r}; known fields: {', '.join(sorted(known))}")
 
 
-def _watermark(raw: Any) -> Bounded | Punctuated:
+def _watermark(raw: Any) -> Bounded | Punctuated | Source:
     if raw is None:
         return Bounded()
     if not isinstance(raw, dict):
@@ -239,8 +272,15 @@ def _watermark(raw: Any) -> Bounded | Punctuated:
     if strategy == "bounded":
         _unknown(raw, {"strategy"}, "watermark: ")
         return Bounded()
+    if strategy == "source":
+        for name in ("every_events", "every", "delay"):
+            if name in raw:
+                raise PolicyError(f"watermark.{name}: not allowed with strategy 'source' (got {raw[name]!r}): the "
+                                  "watermark is the source's own punctuations; use strategy punctuated to make them")
+        _unknown(raw, {"strategy"}, "watermark: ")
+        return Source()
     if strategy != "punctuated":
-        raise PolicyError(f"watermark.strategy: {strategy!r} is not one of bounded, punctuated")
+        raise PolicyError(f"watermark.strategy: {strategy!r} is not one of bounded, punctuated, source")
     _unknown(raw, {"strategy", "every_events", "every", "delay"}, "watermark: ")
     n = raw.get("every_events")
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
@@ -255,14 +295,30 @@ def _watermark(raw: Any) -> Bounded | Punctuated:
     return Punctuated(every_events=n, every=every_us, delay=delay)
 
 
-def _window(raw: Any) -> Window | None:
+def _session(raw: dict) -> Session:
+    for name in ("size", "hop", "offset"):
+        if name in raw:
+            raise PolicyError(f"window.{name}: a session window has no {name} (got {raw[name]!r}); its sessions "
+                              "are as long as their events and gap make them: give only gap")
+    _unknown(raw, {"kind", "gap"}, "window: ")
+    if "gap" not in raw:
+        raise PolicyError("window.gap: missing; a session window needs a positive gap such as '5m'")
+    gap = _parse(raw["gap"], "window.gap")
+    if gap <= 0:
+        raise PolicyError(f"window.gap: must be positive, got {raw['gap']!r}")
+    return Session(gap)
+
+
+def _window(raw: Any) -> Window | Session | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
         raise PolicyError(f"window: must be a mapping like {{kind: tumbling, size: 1m}}, got {raw!r}")
     kind = raw.get("kind")
+    if kind == "session":
+        return _session(raw)
     if kind not in ("tumbling", "hopping"):
-        raise PolicyError(f"window.kind: {kind!r} is not one of tumbling, hopping")
+        raise PolicyError(f"window.kind: {kind!r} is not one of tumbling, hopping, session")
     known = {"kind", "size", "offset"} | ({"hop"} if kind == "hopping" else set())
     _unknown(raw, known, "window: ")
     if "size" not in raw:
@@ -281,14 +337,21 @@ def _window(raw: Any) -> Window | None:
     return Window.hopping(size, hop, offset)
 
 
-def _build(raw: dict) -> Policy:
+def substream_error(substream: Any, fields: tuple[str, ...]) -> str | None:
+    """Why `substream_by` cannot name `substream` for a job with these fields (None: it can)."""
+    if substream is None or substream in fields:
+        return None
+    return f"substream_by: {substream!r} is not a field of the job; use one of {', '.join(sorted(fields))} or null"
+
+
+def _build(raw: dict, fields: tuple[str, ...] = SUBSTREAM_COLUMNS) -> Policy:
     if not isinstance(raw, dict):
         raise PolicyError(f"policy must be a mapping of fields, got {type(raw).__name__}")
     _unknown(raw, _FIELDS, "")
     substream = raw.get("substream_by")
-    if substream is not None and substream not in SUBSTREAM_COLUMNS:
-        raise PolicyError(f"substream_by: {substream!r} is not a journal column; use one of "
-                          f"{', '.join(SUBSTREAM_COLUMNS)} or null")
+    problem = substream_error(substream, tuple(fields))
+    if problem:
+        raise PolicyError(problem)
     return Policy(
         timestamp_by=_choice(raw, "timestamp_by", TIMESTAMP_BY),
         early_arrival_tolerance=_duration(raw, "early_arrival_tolerance", nullable=True),

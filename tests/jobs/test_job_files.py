@@ -89,6 +89,39 @@ def test_a_job_file_naming_a_missing_source_is_refused_naming_the_file(tmp_path)
         load_folder(path)
 
 
+def test_a_job_may_take_its_substreams_over_one_of_its_fields():
+    job = Job.define("hot", {**POLICY, "substream_by": "device"}, fields={"device": "payload:device::string"})
+    assert job.policy.substream_by == "device"
+
+
+def test_a_job_file_with_substreams_over_a_field_it_does_not_have_is_refused_naming_the_file_and_field(tmp_path):
+    path = folder(tmp_path, **{"hot.yaml": JOB_YAML.replace("policy: {", "policy: {substream_by: site, ")})
+    with pytest.raises(JobError, match=r"hot\.yaml: job hot: policy: substream_by: 'site' is not a field of the job; "
+                                       r"use one of key, status, temperature or null"):
+        load_folder(path)
+
+
+def test_a_python_policy_with_substreams_over_a_field_the_job_does_not_have_is_refused():
+    import dataclasses
+
+    policy = dataclasses.replace(Policy.from_dict(POLICY), substream_by="site")
+    with pytest.raises(JobError, match=r"job hot: policy\.substream_by: 'site' is not a field of the job"):
+        Job.define("hot", policy, fields={"device": "payload:device::string"})
+
+
+def test_the_spec_job_takes_substreams_over_key_or_a_payload_field_it_is_given():
+    policy = Policy.from_dict({"substream_by": "device"}, fields=("key", "device"))
+    assert Job.spec(policy, ("device",)).fields == (("device", "payload:device::string"),)
+    with pytest.raises(JobError, match=r"job default: policy\.substream_by: 'device' is not a field of the job; "
+                                       r"use one of key or null"):
+        Job.spec(policy)
+
+
+def test_a_job_with_session_windows_is_accepted():
+    job = Job.define("visits", {"window": {"kind": "session", "gap": "5m"}})
+    assert job.policy.sessions
+
+
 @pytest.mark.parametrize("fields, aggregates, refused", [
     ({"u": "uuid()"}, {"n": "count(*)"}, r"job hot: fields\.u: 'uuid\(\)' is not deterministic"),
     ({"t": "payload:t::decimal(6,2)"}, {"x": "first(t)"}, r"job hot: aggregates\.x: 'first\(t\)'"),

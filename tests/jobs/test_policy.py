@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import yaml
 
-from replay.model.policy import Policy, PolicyError, Punctuated, Window
+from replay.model.policy import Policy, PolicyError, Punctuated, Session, Source, Window
 from tests.support import ROOT
 
 # The defaults column of the spec's table (section 2), in the canonical `to_dict` form.
@@ -55,13 +55,24 @@ BAD_FIELDS = [
     ("unknown_out_of_order_action", {"out_of_order_action": "reorder"}, "out_of_order_action", "reorder"),
     ("unknown_partitions_mode", {"partitions": "split"}, "partitions", "split"),
     ("unknown_top_level_field", {"late_tolerance": "5s"}, "unknown field", "late_tolerance"),
-    ("unknown_window_kind", {"window": {"kind": "session", "size": "1m"}}, "window.kind", "session"),
+    ("unknown_window_kind", {"window": {"kind": "sliding", "size": "1m"}}, "window.kind", "sliding"),
+    ("session_with_size", {"window": {"kind": "session", "gap": "1m", "size": "1m"}}, "window.size", "1m"),
+    ("session_with_hop", {"window": {"kind": "session", "gap": "1m", "hop": "30s"}}, "window.hop", "30s"),
+    ("session_with_offset", {"window": {"kind": "session", "gap": "1m", "offset": "5s"}}, "window.offset", "5s"),
+    ("session_without_gap", {"window": {"kind": "session"}}, "window.gap", "missing"),
+    ("session_gap_zero", {"window": {"kind": "session", "gap": "0s"}}, "window.gap", "0s"),
+    ("session_gap_negative", {"window": {"kind": "session", "gap": "-1m"}}, "window.gap", "-1m"),
+    ("source_with_every_events", {"watermark": {"strategy": "source", "every_events": 10}},
+     "watermark.every_events", "10"),
+    ("source_with_every", {"watermark": {"strategy": "source", "every": "30s"}}, "watermark.every", "30s"),
+    ("source_with_delay", {"watermark": {"strategy": "source", "delay": "1s"}}, "watermark.delay", "1s"),
+    ("unknown_strategy", {"watermark": {"strategy": "adaptive"}}, "watermark.strategy", "adaptive"),
     ("hopping_without_hop", {"window": {"kind": "hopping", "size": "1m"}}, "window.hop", "missing"),
     ("punctuated_without_every", {"watermark": {"strategy": "punctuated", "delay": "1s"}}, "watermark",
      "every_events"),
     ("every_events_zero", {"watermark": {"strategy": "punctuated", "every_events": 0}}, "watermark.every_events",
      "0"),
-    ("substream_by_not_a_column", {"substream_by": "region"}, "substream_by", "region"),
+    ("substream_by_not_a_field_of_the_spec_job", {"substream_by": "region"}, "substream_by", "region"),
     ("group_by_key_not_bool", {"group_by_key": "yes"}, "group_by_key", "yes"),
     ("flush_at_end_not_bool", {"flush_at_end": 1}, "flush_at_end", "1"),
     ("unknown_timestamp_by", {"timestamp_by": "ingest_time"}, "timestamp_by", "ingest_time"),
@@ -278,3 +289,47 @@ def test_timestamp_by_arrival_time_keeps_the_arrival_tolerances_it_ignores():
     p = Policy.from_dict({"timestamp_by": "arrival_time", "late_arrival_tolerance": "1s",
                           "substream_by": "key", "partitions": "independent"})
     assert p.late_arrival_tolerance == 1_000_000 and p.substream_by == "key" and p.independent
+
+
+def test_a_session_window_has_a_gap_and_round_trips():
+    p = Policy.from_dict({"window": {"kind": "session", "gap": "90s"}})
+    assert p.window == Session(90_000_000) and p.sessions
+    assert p.to_dict()["window"] == {"kind": "session", "gap": "90s"}
+    assert Policy.from_dict(p.to_dict()) == p
+
+
+def test_the_source_strategy_takes_no_other_field_and_round_trips():
+    p = Policy.from_dict({"watermark": {"strategy": "source"}, "late_arrival_tolerance": None})
+    assert p.watermark == Source() and p.source_punctuated and not p.punctuated
+    assert p.to_dict()["watermark"] == {"strategy": "source"}
+    assert Policy.from_dict(p.to_dict()) == p
+
+
+def test_timestamp_by_arrival_time_with_the_source_strategy_is_refused_naming_both():
+    """The arrival time fixes the watermark (latest arrival - O): there is no room for the source's own."""
+    with pytest.raises(PolicyError) as info:
+        Policy.from_dict({"timestamp_by": "arrival_time", "watermark": {"strategy": "source"}})
+    message = str(info.value)
+    assert "timestamp_by" in message and "arrival_time" in message and "'source'" in message, message
+    assert "\n" not in message
+
+
+def test_substream_by_may_name_a_field_the_job_declares():
+    p = Policy.from_dict({"substream_by": "device"}, fields=("key", "device"))
+    assert p.substream_by == "device"
+
+
+def test_substream_by_a_field_the_job_does_not_have_names_the_fields_it_has():
+    with pytest.raises(PolicyError) as info:
+        Policy.from_dict({"substream_by": "devise"}, fields=("key", "device"))
+    message = str(info.value)
+    assert "substream_by: 'devise'" in message and "device, key" in message, message
+
+
+def test_substream_by_in_a_yaml_file_for_the_spec_job_names_the_file_and_field(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text("substream_by: region\n")
+    with pytest.raises(PolicyError) as info:
+        Policy.from_yaml(path)
+    message = str(info.value)
+    assert str(path) in message and "substream_by: 'region'" in message and "\n" not in message, message

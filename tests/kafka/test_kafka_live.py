@@ -156,7 +156,7 @@ def test_a_record_that_is_not_json_is_a_malformed_dead_letter_with_its_bytes(spa
     producer.close()
     lake = str(tmp_path / "lake")
     stream_topic(spark, kafka_broker.bootstrap, topic, lake, Policy.from_dict(POLICY), until_idle=True,
-                     clock="simulated")
+                 clock="simulated")
     bad = {r["partition"]: r for r in journal.read(spark, lake).where(F.col("kind") == "malformed").collect()}
     assert bad[1]["payload"] == "not json {"
     assert bad[2]["payload"] == "base64:" + base64.b64encode(b"\xff\xfe\x00binary").decode()
@@ -174,7 +174,7 @@ def test_a_create_time_topic_is_refused_with_a_one_line_reason(spark, kafka_brok
     topic = kafka_broker.create_topic("producer-clocks", timestamp_type="CreateTime")
     with pytest.raises(ValueError) as refused:
         stream_topic(spark, kafka_broker.bootstrap, topic, str(tmp_path / "lake"), Policy.from_dict(POLICY),
-                         until_idle=True)
+                     until_idle=True)
     message = str(refused.value)
     assert "\n" not in message and "CreateTime" in message and "--trust-create-time" in message
     assert not os.path.exists(tmp_path / "lake")
@@ -190,7 +190,7 @@ def test_a_create_time_topic_is_read_when_producer_times_are_trusted(spark, kafk
     producer.close()
     lake = str(tmp_path / "lake")
     stream_topic(spark, kafka_broker.bootstrap, topic, lake, Policy.from_dict(POLICY), until_idle=True,
-                     clock="simulated", trust_create_time=True)
+                 clock="simulated", trust_create_time=True)
     rows = journal.read(spark, lake).where(F.col("kind") == "event").select(F.unix_micros("arrival_time").alias("t"))
     assert [r["t"] for r in rows.collect()] == [int(produced_at.timestamp()) * 1_000_000]
 

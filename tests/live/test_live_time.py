@@ -61,8 +61,8 @@ def test_an_idle_source_emits_its_window_by_heartbeat_and_the_replay_gives_the_s
                                "window": {"kind": "tumbling", "size": "5s"}, "idle_timeout": "1s"})
     seen: list[tuple[str, int]] = []
     stream_files(spark, landing, lake, policy, clock="system", partitions=1, trigger_seconds=0.5,
-               heartbeat_seconds=1.0, max_batches=3,
-               on_batch=lambda r: seen.append((r.trigger, _emitted(spark, lake))))
+                 heartbeat_seconds=1.0, max_batches=3,
+                 on_batch=lambda r: seen.append((r.trigger, _emitted(spark, lake))))
     first = [trigger for trigger, _ in seen].index("data")
     assert seen[first][1] == 0, seen  # the file alone leaves its window open
     assert any(trigger == "heartbeat" and emitted == 1 for trigger, emitted in seen[first:]), seen
@@ -112,9 +112,8 @@ def test_a_job_falling_behind_records_growing_lag_and_alerts_once_for_a_silent_p
     writer.start()
     try:
         summary = stream_files(spark, landing, lake, Policy.from_dict({"window": {"kind": "tumbling", "size": "2s"}}),
-                             clock="system", partitions=3, trigger_seconds=0.5, max_files_per_batch=1,
-                             max_batches=4, silent_after=3.0,
-                             on_diagnostic=alert_on([sink]))
+                               clock="system", partitions=3, trigger_seconds=0.5, max_files_per_batch=1,
+                               max_batches=4, silent_after=3.0, on_diagnostic=alert_on([sink]))
     finally:
         stop.set()
         writer.join()
@@ -132,3 +131,27 @@ def test_a_job_falling_behind_records_growing_lag_and_alerts_once_for_a_silent_p
     diagnosed = _table(spark, lake, "diagnostics").where("kind = 'partition_not_progressing'")
     assert diagnosed.where("started").count() == 1
     assert {r["partition"] for r in diagnosed.collect()} == {2}
+
+
+def test_a_live_start_on_the_system_clock_over_waiting_files_journals_no_clock_row_before_its_first_data_batch(
+        spark, tmp_path, capfd):
+    """Historical files already wait in the landing when the live job starts on the system clock: no heartbeat
+    runs before the first data batch (its clock rows, at now - 5 s, would put every watermark past the data), the
+    outputs equal a replay of the journal, and one warning names the partition whose arrivals lag the clock."""
+    landing, lake = str(tmp_path / "landing"), str(tmp_path / "lake")
+    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    for f in range(4):
+        times = [start + timedelta(seconds=s) for s in range(f * 10, f * 10 + 10)]
+        _land(landing, f"part-{f:05d}.jsonl", _events(0, f * 10, times) + _events(1, f * 10, times))
+    policy = Policy.from_dict({"late_arrival_tolerance": "1s", "window": {"kind": "tumbling", "size": "10s"}})
+    stream_files(spark, landing, lake, policy, clock="system", partitions=2, trigger_seconds=0.5,
+                 heartbeat_seconds=0.2, max_files_per_batch=2, max_batches=3)
+    rows = journal.read(spark, lake).select("seq", "kind").collect()
+    first_event = min(r["seq"] for r in rows if r["kind"] == "event")
+    assert [r["seq"] for r in rows if r["kind"] == "clock" and r["seq"] < first_event] == []
+    assert _table(spark, lake, "decisions").where("action = 'adjusted'").count() == 0  # in order, none late
+    err = capfd.readouterr().err
+    behind = [line for line in err.splitlines() if "behind the system clock" in line]
+    assert len(behind) == 1 and "partition 0" in behind[0], err
+    run(spark, lake, Job.spec(policy), target="replayed")
+    assert target_hash(spark, target_dir(lake)) == target_hash(spark, target_dir(lake, "replayed"))
