@@ -85,7 +85,8 @@ def test_a_failed_check_alerts_the_webhook_once_naming_asset_partition_check_and
     late_count = late.evaluations()["late_events"].metadata["late"].value
     assert f"late: {late_count}" in text
     fields = " ".join(f["text"] for b in alerts[0]["blocks"] if b["type"] == "section" for f in b.get("fields", []))
-    assert "*Asset*\nmetrics" in fields and f"*Partition*\n{PARTITION}" in fields and "*Check*\nlate_events" in fields
+    assert "*Asset*\ndefault/metrics" in fields and f"*Partition*\n{PARTITION}" in fields
+    assert "*Check*\nlate_events" in fields
     assert _tick(late, sinks, cursor) == cursor  # a second tick finds nothing new...
     assert http_receiver.drain() == []  # ...and sends nothing
 
