@@ -157,24 +157,29 @@ def main(argv: list[str] | None = None) -> int:
     spark = get_spark("retrace-conformance")
     passed = failed = 0
     for path in args.cases:
-        try:
-            with open(path) as f:
-                case = json.load(f)
-        except (OSError, json.JSONDecodeError) as e:
-            print(f"{path}: cannot read case: {e}", file=sys.stderr)
-            failed += 1
-            continue
-        case.setdefault("name", os.path.splitext(os.path.basename(path))[0])
-        actual = run_case(spark, case)
-        print(json.dumps(actual), flush=True)
-        if args.check:
-            problems = diff(case.get("expected", {}), actual)
-            for p in problems:
-                print(f"{case['name']}: {p}", file=sys.stderr)
-            passed, failed = (passed + 1, failed) if not problems else (passed, failed + 1)
+        problems = _checked(spark, path, args.check)
+        passed, failed = (passed + 1, failed) if not problems else (passed, failed + 1)
     if args.check:
         print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def _checked(spark: SparkSession, path: str, check: bool) -> list[str]:
+    """Run one case file and print its outputs; its problems (each also on stderr), one when it cannot be read or
+    its policy is refused."""
+    try:
+        with open(path) as f:
+            case = json.load(f)
+        case.setdefault("name", os.path.splitext(os.path.basename(path))[0])
+        actual = run_case(spark, case)
+    except (OSError, json.JSONDecodeError, ValueError) as e:  # a policy or feature refused: one line, then go on
+        print(f"{path}: {' '.join(str(e).split())}", file=sys.stderr)
+        return [str(e)]
+    print(json.dumps(actual), flush=True)
+    problems = diff(case.get("expected", {}), actual) if check else []
+    for p in problems:
+        print(f"{case['name']}: {p}", file=sys.stderr)
+    return problems
 
 
 if __name__ == "__main__":
