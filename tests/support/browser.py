@@ -76,7 +76,7 @@ def _dismiss_first_visit_dialog(driver, wait: float = 5) -> None:
 
 def screenshot(driver, name: str, check: bool = True) -> str:
     path = os.path.join(ARTIFACTS, name)
-    saved = driver.savescreenshot(path)
+    saved = driver.save_screenshot(path)
     if check:
         assert saved and os.path.getsize(path) > 10_000, f"{path} looks empty"
     return path
