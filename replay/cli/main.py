@@ -244,9 +244,7 @@ def cmd_migrate(a) -> int:
 
 def cmd_demo(a) -> int:
     from replay.ops.demo import run_demo
-    from replay.ops.progress import report_on
 
-    report_on(sys.stderr)
     print(json.dumps(run_demo(a.work, a.events, a.policy, log=_say("")), indent=2))
     return 0
 
@@ -261,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     from replay.ops.progress import report_on
 
     args = parser(COMMANDS).parse_args(argv)
-    report_on(sys.stderr)  # long Spark steps tick on stderr
+    report_on(sys.stderr)  # long Spark steps tick on stderr, while the command runs
     try:
         return args.fn(args)
     except (PolicyError, ValueError, FileNotFoundError) as e:  # our own messages: already one clear line
@@ -275,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"replay {args.command}: {one_line(e, args.command)[0]}", file=sys.stderr)
         return 2
+    finally:
+        report_on(None)  # `main` called in a process that goes on (a test) leaves no ticker pointed at its stderr
 
 
 if __name__ == "__main__":
