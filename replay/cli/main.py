@@ -12,9 +12,7 @@ from replay.model.policy import PolicyError
 def _spark():
     from replay.io.spark import get_spark
 
-    spark = get_spark("retrace")
-    spark.sparkContext.setLogLevel("FATAL")  # a failure is one line on stderr and a log file (replay.cli.failures)
-    return spark
+    return get_spark("retrace")  # its log goes to the command's log file (replay.io.driver_logs), not the terminal
 
 
 def _job(a):
@@ -406,6 +404,9 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--events", type=int, default=200_000)
     d.add_argument("--policy")
     d.set_defaults(fn=cmd_demo)
+    for command in sub.choices.values():
+        command.add_argument("-v", "--verbose", action="store_true",
+                             help="print the path of the command's log file (Spark's and Hadoop's lines)")
     return p
 
 
@@ -422,11 +423,16 @@ def _wait_argument(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from replay.io import driver_logs
     from replay.io.locks import LockBusy
 
     args = parser().parse_args(argv)
+    log = driver_logs.name_log(f"replay-{args.command}")  # Spark's lines, Python's warnings, a failure's trace
+    if args.verbose:
+        print(f"replay {args.command}: log file {log}", file=sys.stderr, flush=True)
     try:
-        return args.fn(args)
+        with driver_logs.warnings_to(log):
+            return args.fn(args)
     except (PolicyError, ValueError, FileNotFoundError) as e:  # our own messages: already one clear line
         print(f"replay {args.command}: {e}", file=sys.stderr)
         return 2

@@ -9,6 +9,8 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
+from replay.io import driver_logs
+
 # The jars infra/setup.sh resolves with Maven (delta-spark, Spark's Kafka source); RETRACE_JARS points
 # elsewhere, e.g. at a folder shipped to a cluster. Nothing is resolved at run time.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # replay/io/spark.py
@@ -76,25 +78,24 @@ def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None,
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = SparkSession.builder.appName(app_name)
-    for k, v in PARQUET.items():  # a settings file may change them
-        builder = builder.config(k, v)
+    settings = {"spark.app.name": app_name, **PARQUET}  # a settings file may change the Parquet ones
     master = os.environ.get("SPARK_MASTER")
     if master:
-        builder = builder.master(master)
+        settings["spark.master"] = master
     elif not os.environ.get("SPARK_HOME_SUBMITTED"):
-        builder = builder.master("local[*]")
-        for k, v in {**LOCAL, "spark.driver.extraJavaOptions": _driver_java_options()}.items():
-            builder = builder.config(k, v)
+        settings.update({"spark.master": "local[*]", **LOCAL, "spark.driver.extraJavaOptions": _driver_java_options()})
     conf_file = conf_file or os.environ.get(SPARK_CONF)
-    for k, v in (spark_conf(conf_file) if conf_file else {}).items():
-        builder = builder.config(k, v)
+    settings.update(spark_conf(conf_file) if conf_file else {})
     # Python workers run the interpreter of the driver, so they see the same packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    for k, v in {**DETERMINISM, **DELTA, "spark.jars": ",".join(jars()), **(conf or {})}.items():
-        builder = builder.config(k, v)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    settings.update({**DETERMINISM, **DELTA, "spark.jars": ",".join(jars()), **(conf or {})})
+    # the driver's log4j configuration, whoever set its other JVM options (a caller, a cluster's settings file)
+    java = settings.get("spark.driver.extraJavaOptions", "")
+    settings["spark.driver.extraJavaOptions"] = " ".join(filter(None, [java, driver_logs.java_options()]))
+    started = driver_logs.launch_driver(settings, app_name)  # its output to a log file, not the terminal
+    spark = SparkSession.builder.config(map=settings).getOrCreate()
+    if not started and os.environ.get("PYSPARK_GATEWAY_PORT"):  # spark-submit's JVM, with its own log4j settings
+        spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
