@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# README command 2: run the tests (sets up .venv first if it is missing). Extra arguments go to pytest.
+# README command 2: run the tests. Extra arguments go to pytest.
+# First the set-up with what only the tests need (infra/setup.sh --no-demo --tests: the test packages, Chromium and
+# ChromeDriver, the Kafka broker's and S3Proxy's jars, the class archive); every step is stamped, so after the first
+# time this takes seconds and downloads nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x .venv/bin/replay ] || bash infra/setup.sh --no-demo
+bash infra/setup.sh --no-demo --tests
 # two workers (pytest-xdist): much of a test's time is one JVM starting or one driver between Spark jobs, so a
 # second worker uses the core the first leaves idle; RETRACE_TEST_WORKERS=0 runs the suite in this process
 exec .venv/bin/python -m pytest -n "${RETRACE_TEST_WORKERS:-2}" "$@"

@@ -27,7 +27,7 @@ def browser(tmp_path_factory):
     from selenium.webdriver.chrome.service import Service
 
     for path in (CHROMIUM, CHROMEDRIVER):
-        assert os.access(path, os.X_OK), f"{path} is missing: `apt-get install chromium chromium-driver` (infra/setup.sh)"
+        assert os.access(path, os.X_OK), f"{path} is missing: `apt-get install chromium chromium-driver` (infra/test.sh)"
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in FLAGS:

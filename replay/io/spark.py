@@ -9,14 +9,15 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
-from replay.io import driver_logs
+from replay.io import class_archive, driver_logs
 
 # The jars infra/setup.sh resolves with Maven (delta-spark, Spark's Kafka source); RETRACE_JARS points
 # elsewhere, e.g. at a folder shipped to a cluster. Nothing is resolved at run time.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # replay/io/spark.py
 JARS = os.environ.get("RETRACE_JARS") or os.path.join(ROOT, "infra", "jars", "spark")
-# Spark's classes, parsed once by infra/class_archive.py (set-up): a local driver maps them and starts
-# seconds sooner. Without the file, or when it no longer matches the JVM or jars, the driver loads them itself.
+# Spark's classes, parsed once by set-up's demo (replay/io/class_archive.py) or infra/class_archive.py (the tests'
+# set-up): a local driver maps them and starts seconds sooner. Without the file, or when it no longer matches the JVM
+# or jars, the driver loads them itself.
 CLASS_ARCHIVE = os.environ.get("RETRACE_CLASS_ARCHIVE") or os.path.join(ROOT, "infra", "jars", "jvm", "classes.jsa")
 DRIVER_JAVA_OPTIONS = "-Duser.timezone=UTC"
 # More options for a local driver's JVM, e.g. the tests' "-XX:TieredStopAtLevel=1" (see tests/conftest.py).
@@ -93,6 +94,8 @@ def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None,
     java = settings.get("spark.driver.extraJavaOptions", "")
     settings["spark.driver.extraJavaOptions"] = " ".join(filter(None, [java, driver_logs.java_options()]))
     started = driver_logs.launch_driver(settings, app_name)  # its output to a log file, not the terminal
+    if started and class_archive.recording():  # the archive is written as the driver exits: wait for it then
+        class_archive.finish_at_exit(class_archive.recording())
     spark = SparkSession.builder.config(map=settings).getOrCreate()
     if not started and os.environ.get("PYSPARK_GATEWAY_PORT"):  # spark-submit's JVM, with its own log4j settings
         spark.sparkContext.setLogLevel("ERROR")
@@ -121,6 +124,9 @@ def _driver_java_options(extra: str | None = None) -> str:
     """The local driver's JVM options: UTC, `extra` (None: RETRACE_JAVA_OPTIONS) and the class archive."""
     extra = os.environ.get(EXTRA_JAVA_OPTIONS, "") if extra is None else extra
     options = " ".join(filter(None, [DRIVER_JAVA_OPTIONS, extra.strip()]))
+    recording = class_archive.recording()  # set-up's demo records the archive (replay/io/class_archive.py)
+    if recording:
+        return f"{options} {class_archive.record_options(recording)}"
     if not os.path.isfile(CLASS_ARCHIVE):
         return options
     # -Xlog: a stale archive is skipped without a warning on every start
