@@ -2,8 +2,8 @@
 # README command 1: set up a fresh machine and run the main job on embedded defaults.
 #   - Java 17 and Maven (apt-get, where missing), Python 3.11
 #   - .venv at the repo root with the pinned dependencies (infra/constraints.txt) and `replay`
-#   - the JVM jars into infra/jars/spark (git-ignored), once: delta-spark and Spark's Kafka source, on every
-#     SparkSession's spark.jars; nothing is downloaded at run time
+#   - the JVM jars into infra/jars/spark (git-ignored), once: delta-spark, Spark's Kafka source and hadoop-aws
+#     (s3a:// paths), on every SparkSession's spark.jars; nothing is downloaded at run time
 #   - then `replay demo`: generate a sample stream, ingest it, replay it, print a summary. The first demo also
 #     records the JVM class archive (infra/jars/jvm/classes.jsa) as its driver exits, so later local drivers start
 #     sooner; it is recorded again when the JVM, the jars or the Python packages change.
