@@ -52,38 +52,53 @@ if [ ! -x .venv/bin/python ]; then
   step "creating .venv"
   "$python" -m venv .venv
 fi
+# JVM jars, resolved once: a folder that is already complete (its .resolved stamp names the pom's checksum) is left
+# alone, so a second set-up asks Maven for nothing. Maven fetches them while pip installs the Python packages
+# (neither needs the other; pruning the Spark jars of what pyspark ships needs pyspark, so it waits for pip).
+pom_sum() { sha256sum "infra/maven/$1/pom.xml" | cut -d' ' -f1; }
+jar_folders=(spark); [ -z "$tests" ] || jar_folders+=(kafka-broker s3proxy)
+unresolved=()
+for name in "${jar_folders[@]}"; do
+  [ "$(cat "infra/jars/$name/.resolved" 2>/dev/null)" = "$(pom_sum "$name")" ] || unresolved+=("$name")
+done
+fetch_jars() {
+  local name=$1 dir=infra/jars/$1
+  rm -rf "$dir"
+  mvn -q -B -Dstyle.color=never -f "infra/maven/$name/pom.xml" \
+    org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$PWD/$dir" | sed 's/\x1b\[[0-9;]*m//g'  # Maven's colour codes
+}
+maven=""
+trap 'if [ -n "$maven" ]; then kill "$maven" 2>/dev/null || true; fi' EXIT  # a failed pip stops Maven too
+if [ ${#unresolved[@]} -gt 0 ]; then
+  step "resolving the ${unresolved[*]} jars with Maven into infra/jars (in the background)"
+  ( for name in "${unresolved[@]}"; do fetch_jars "$name"; done ) & maven=$!
+fi
+
 # Python packages, installed once: while pyproject.toml and the constraints are unchanged (a stamp in .venv records
 # their checksum, one for the main packages and one for the tests'), a second set-up asks PyPI for nothing.
+# --no-compile: Python compiles a module the first time it is imported, not all of every package at set-up.
 deps=$(cat pyproject.toml infra/constraints.txt | sha256sum | cut -d' ' -f1)
 if [ -n "$tests" ] && [ "$(cat .venv/.retrace-installed-tests 2>/dev/null)" != "$deps" ]; then
   step "installing the pinned Python packages and the tests' (pip)"
-  .venv/bin/python -m pip install -q --disable-pip-version-check -c infra/constraints.txt -e '.[test]'
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -c infra/constraints.txt -e '.[test]'
   echo "$deps" > .venv/.retrace-installed
   echo "$deps" > .venv/.retrace-installed-tests
 elif [ "$(cat .venv/.retrace-installed 2>/dev/null)" != "$deps" ]; then
   step "installing the pinned Python packages (pip)"
-  .venv/bin/python -m pip install -q --disable-pip-version-check -c infra/constraints.txt -e .
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -c infra/constraints.txt -e .
   echo "$deps" > .venv/.retrace-installed
 fi
-step "installed $(.venv/bin/python -c 'import pyspark, dagster, importlib.metadata as m; print("pyspark " + pyspark.__version__ + ", delta-spark " + m.version("delta-spark") + ", dagster " + dagster.__version__)')"
+step "installed $(.venv/bin/python -c 'import importlib.metadata as m; print(", ".join(f"{p} {m.version(p)}" for p in ("pyspark", "delta-spark", "dagster")))')"
 
-# JVM jars, resolved once: a folder that is already complete (its .resolved stamp names the pom's checksum)
-# is left alone, so a second set-up asks Maven for nothing.
-resolve_jars() {
-  local name=$1 pom=infra/maven/$1/pom.xml dir=infra/jars/$1 sum
-  sum=$(sha256sum "$pom" | cut -d' ' -f1)
-  if [ "$(cat "$dir/.resolved" 2>/dev/null)" = "$sum" ]; then return; fi
-  step "resolving the $name jars with Maven into $dir"
-  rm -rf "$dir"
-  mvn -q -B -Dstyle.color=never -f "$pom" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
-    -DincludeScope=runtime -DoutputDirectory="$PWD/$dir" | sed 's/\x1b\[[0-9;]*m//g'  # Maven's colour codes
-  if [ "$name" = spark ]; then .venv/bin/python infra/prune_jars.py "$dir"; fi
-  echo "$sum" > "$dir/.resolved"
-}
-resolve_jars spark
-if [ -n "$tests" ]; then
-  resolve_jars kafka-broker
-  resolve_jars s3proxy
+if [ -n "$maven" ]; then
+  wait "$maven"  # a failed Maven fails the set-up here
+  maven=""
+  for name in "${unresolved[@]}"; do
+    if [ "$name" = spark ]; then .venv/bin/python infra/prune_jars.py infra/jars/spark; fi
+    pom_sum "$name" > "infra/jars/$name/.resolved"
+  done
+  step "resolved the ${unresolved[*]} jars"
 fi
 
 # The JVM class archive is current while the JVM, the jars, the packages and the code that records it are.

@@ -37,6 +37,9 @@ def finish(archive: str) -> None:
     if proc is None or proc.poll() is not None and not os.path.isfile(archive + ".partial"):
         return
     began = time.perf_counter()
+    context = SparkContext._active_spark_context
+    if context is not None:
+        context.stop()  # its accumulator server too, which would print a trace if the driver went first
     if proc.stdin and not proc.stdin.closed:
         proc.stdin.close()  # the driver exits when its Python's pipe closes
     proc.wait(timeout=600)
