@@ -1,7 +1,7 @@
-"""What the tests' S3 server (S3Proxy 4.0 with its filesystem backend, tests/support/s3_server.py) answers as S3 does, asked
-with boto3, and a Delta table at s3a://bucket/... written and read through it by Spark (hadoop-aws 3.5.0 and the AWS
-SDK modules set-up resolves into infra/jars/spark). A lease on an object store (issue 47) rests on the conditional
-puts; a landing's arrival times on LastModified."""
+"""What the tests' S3 server (S3Proxy 4.0 with its filesystem backend, tests/support/s3_server.py) answers as S3
+does, asked with boto3, and a Delta table at s3a://bucket/... written and read through it by Spark (hadoop-aws 3.5.0
+and the AWS SDK modules set-up resolves into infra/jars/spark). A lease on an object store (issue 47) rests on the
+conditional puts; a landing's arrival times on LastModified."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -9,7 +9,6 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.support.s3_server import s3_server  # noqa: F401  (the module's server)
 
 
 def status(error: ClientError) -> int:

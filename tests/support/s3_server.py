@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.kafka_broker import _stop, free_port
+from tests.support.kafka_broker import _stop, free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 S3PROXY_JARS = os.path.join(ROOT, "infra", "jars", "s3proxy")
@@ -98,7 +98,8 @@ def s3_server(tmp_path_factory):
     port, access_key, secret_key = free_port(), "retrace-test", "retrace-test-secret"
     props = _properties(folder, port, access_key, secret_key)
     log = os.path.join(folder, "s3proxy.log")
-    java = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dlogback.configurationFile={_logback(folder)}",
+    java = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            f"-Dlogback.configurationFile={_logback(folder)}",
             "-cp", os.path.join(S3PROXY_JARS, "*"), "org.gaul.s3proxy.Main", "--properties", props]
     with open(log, "w") as out:
         proc = subprocess.Popen(java, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
