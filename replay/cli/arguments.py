@@ -148,6 +148,13 @@ def _advise(sub) -> argparse.ArgumentParser:
     e.add_argument("--late-grid", help=f"candidate late tolerances, comma-separated (default {','.join(LATE_GRID)})")
     e.add_argument("--out-of-order-grid",
                    help=f"candidate out-of-order tolerances (default {','.join(OUT_OF_ORDER_GRID)})")
+    e.add_argument("--latency-budget", metavar="DURATION",
+                   help="recommend the most complete candidates whose windows are emitted within this (p99 of the "
+                        "output delay a live run would have), e.g. 30s; default: the smallest that meets "
+                        "--completeness")
+    e.add_argument("--heartbeat", default="1s", metavar="DURATION",
+                   help="an ingested journal has no clock rows: output delays are measured with those of a live run "
+                        "keeping up with a heartbeat this often (default 1s, the live job's trigger)")
     e.add_argument("--out", metavar="DIR", help="where advice.json and the plots go (default LAKE/jobs/JOB/advice)")
     e.add_argument("--html", action="store_true", help="also write advice.html with the plots embedded")
     return e
