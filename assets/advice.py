@@ -24,6 +24,9 @@ class AdviceConfig(dg.Config):
                                  "is one replay by the engine")
     out_of_order_grid: List[str] = Field(default=list(OUT_OF_ORDER_GRID), description="candidate out-of-order "
                                          "tolerances")
+    latency_budget: Optional[str] = Field(default=None, description="a duration, e.g. 30s: recommend the most "
+                                          "complete candidates whose windows are emitted within it (p99); default: "
+                                          "the smallest candidates that meet `completeness`")
 
 
 def advice_range(config: AdviceConfig) -> tuple[Optional[str], Optional[str]]:
@@ -57,7 +60,8 @@ def _advised(context: dg.AssetExecutionContext, config: AdviceConfig, job: Job) 
 
     retrace = context.resources.retrace
     start, end = advice_range(config)
-    sweep = Sweep(config.completeness, tuple(config.late_grid), tuple(config.out_of_order_grid))
+    sweep = Sweep(config.completeness, tuple(config.late_grid), tuple(config.out_of_order_grid),
+                  config.latency_budget)
     try:
         advice = advise(retrace.spark(), retrace.lake, job, start=start, end=end, sweep=sweep, log=context.log.info)
     except NoEvents as e:  # a quiet day is not a failure: the previous advice stays
@@ -65,7 +69,8 @@ def _advised(context: dg.AssetExecutionContext, config: AdviceConfig, job: Job) 
         return dg.MaterializeResult(metadata={"events": 0, "note": str(e)})
     paths = advice_report.write(advice, Lake(retrace.lake).advice(job.name), with_html=True)
     return dg.MaterializeResult(metadata={
-        "events": advice["events"], "completeness": config.completeness,
+        "verdict": advice["verdict"], "events": advice["events"], "completeness": config.completeness,
+        **({"latency_budget": config.latency_budget} if config.latency_budget else {}),
         **advice["recommended"],
         "predicted_adjusted_share": advice["predicted"]["adjusted_share"],
         "snippet": dg.MetadataValue.md(f"```yaml\n{advice['snippet']}\n```"),

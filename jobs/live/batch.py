@@ -74,7 +74,10 @@ class LiveStream:
         self.reports: list[BatchReport] = []
         self.caught_up = False  # no journal rows past the lead's checkpoint (checked once, then kept so)
         self._followers_started = False
-        self.started_at = processing_time(options.clock, self._latest_arrival())
+        # when the run began, in processing time (a partition never seen counts from it); on the simulated clock
+        # with an empty journal there is no time yet: the first batch's
+        latest = self._latest_arrival()
+        self.started_at = processing_time(options.clock, latest) if options.clock == "system" or latest else None
         self.watchdog = diagnostics.Watchdog(options.silent_after_us)
         self.idle_since = time.monotonic()  # when the last batch or heartbeat ended
         self.warned_behind = False  # the far-behind warning is printed once per run
@@ -184,10 +187,12 @@ class LiveStream:
         with persisted(rows) as rows:  # the batch's journal rows, read from Delta once for every step below
             read, span = lag.reads(rows)
             source, now = self._source_after(read, span["noted"])
+            if self.started_at is None:
+                self.started_at = now
             batch = Batch(rows, span, source)
             with few_rows(self.spark, span["n"]):
                 decided = self.lead.decide(self, batch)
-                report, backlog = self._report(number, files, span, began, trigger)
+                report, backlog = self._report(number, files, span, began, trigger, read, now)
                 observe.record(self, report, read, decided.late, now, backlog)
             self.reports.append(report)
             print(report.line(), file=sys.stderr, flush=True)
@@ -227,18 +232,24 @@ class LiveStream:
               "files that landed earlier with `replay ingest`, or run the live job with `--clock simulated`",
               file=sys.stderr, flush=True)
 
-    def _report(self, batch: int, files: int, span: dict, began: float, trigger: str) -> tuple[BatchReport, tuple]:
-        """The batch's report, and its backlog (per partition, or under None for the whole source; its unit)."""
+    def _report(self, batch: int, files: int, span: dict, began: float, trigger: str, read: list[lag.PartitionRead],
+                now: int) -> tuple[BatchReport, tuple]:
+        """The batch's report, and its backlog (per partition, or under None for the whole source; its unit). The
+        arrival-based delay is against the latest arrival the watermark has seen, a clock row's estimate included
+        (a heartbeat's clock rows arrive after the last event); the processing delay against the clock the job
+        estimates arrivals from: the wall clock at commit, or the simulated clock (`now`, data time)."""
         owm = [s.owm for s in self.lead.cp.state.scopes.values() if s.owm > NEG]
-        latest = self._latest_arrival()
+        latest = max([r.latest for r in read if r.latest is not None]
+                     + ([self._latest_arrival()] if self._latest_arrival() is not None else []), default=None)
         delay = (latest - min(owm)) / 1e6 if owm and latest is not None else None
         waiting = self.files_waiting()
         backlog = self.backlog(waiting)
         known = [v for v in backlog[0].values() if v is not None]
         committed = time.time()
+        clock = committed if self.options.clock == "system" else now / 1e6
         return BatchReport(batch, files, span["n"], span["clocks"], span["lo"], span["hi"], delay, waiting,
                            time.perf_counter() - began, committed, self.unit, trigger,
-                           committed - min(owm) / 1e6 if owm else None, sum(known) if known else None), backlog
+                           clock - min(owm) / 1e6 if owm else None, sum(known) if known else None, clock), backlog
 
     def files_waiting(self) -> int | None:
         """Landing files not journaled yet (None: the source has no files)."""

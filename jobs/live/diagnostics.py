@@ -1,7 +1,7 @@
 """What the live job notices about its source, as data and as alerts (Azure Stream Analytics' activity log):
 
 - `partition_not_progressing`: a partition with no new event for longer than `silent_after` while others
-  have had one within it (a partition that never had an event counts from the job's start);
+  have had one within it (a partition that never had an event counts from the job's start, and says so);
 - `late_input_events`: per micro-batch, how many events the late policy (spec step 3) caught, and one of them.
 
 A diagnostic starts when its condition appears (the first batch it holds after one where it did not): that row
@@ -36,7 +36,7 @@ class Diagnostic:
     at: int         # processing time (microseconds) when it was observed
     message: str
     partition: int | None = None
-    since: int | None = None  # not progressing: the processing time of the partition's last event
+    since: int | None = None  # not progressing: the processing time of the partition's last event (None: never had one)
     count: int | None = None  # late input events: how many in the batch
     sample: dict = field(default_factory=dict)  # late input events: event_time, arrival_time, partition, offset
 
@@ -55,15 +55,17 @@ class Watchdog:
     silent: set[int] = field(default_factory=set)  # partitions not progressing at the last batch
     late: bool = False  # the last batch had late input events
 
-    def not_progressing(self, batch: int, now: int, last_event: dict[int, int]) -> list[Diagnostic]:
-        """`last_event`: per declared partition, the processing time of its last event (or the job's start)."""
+    def not_progressing(self, batch: int, now: int, last_event: dict[int, int],
+                        never: set[int] = frozenset()) -> list[Diagnostic]:
+        """`last_event`: per declared partition, the processing time of its last event, or for those in `never`
+        (no event yet) the job's start."""
         quiet = {p for p, t in last_event.items() if now - t > self.silent_after}
         if len(quiet) == len(last_event):  # nothing progresses: the whole source is idle, not one partition
             quiet = set()
         out = [Diagnostic(batch, "partition_not_progressing", p not in self.silent, now,
-                          f"partition {p} has had no new event since {format_instant(last_event[p])} "
-                          f"({(now - last_event[p]) / 1e6:.0f} s) while other partitions progress",
-                          partition=p, since=last_event[p]) for p in sorted(quiet)]
+                          _silence(p, last_event[p], now, p in never), partition=p,
+                          since=None if p in never else last_event[p])
+               for p in sorted(quiet)]
         self.silent = quiet
         return out
 
@@ -76,6 +78,14 @@ class Watchdog:
                    f"{s['offset']}: event time {format_instant(s['event_time'])}, arrival "
                    f"{format_instant(s['arrival_time'])}")
         return [Diagnostic(batch, "late_input_events", started, now, message, count=late.count, sample=s)]
+
+
+def _silence(p: int, since: int, now: int, never: bool) -> str:
+    span = f"{(now - since) / 1e6:.0f} s"
+    if never:
+        return (f"partition {p} has had no event since this live job started at {format_instant(since)} ({span}) "
+                "while other partitions progress")
+    return f"partition {p} has had no new event since {format_instant(since)} ({span}) while other partitions progress"
 
 
 @dataclass(frozen=True)

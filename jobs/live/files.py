@@ -39,12 +39,12 @@ class FileStream(LiveStream):
         tail = None if self.caught_up else self.tail()
         if tail is not None:
             pending, rows = tail
-            if set(files) <= pending:  # a retried batch that an earlier attempt journaled
-                self.decide(rows, len(files), began)
+            if set(files) <= pending:  # a retried batch that an earlier attempt journaled (or none: at start)
+                self.decide(rows, len(pending), began, trigger="recovery")
                 return
             if pending & set(files):
                 raise RuntimeError(f"landing files {sorted(pending & set(files))} are half journaled")
-            self.decide(rows, len(pending), began)  # finish what a crashed run journaled, then go on
+            self.decide(rows, len(pending), began, trigger="recovery")  # finish what a crashed run journaled
             began = time.perf_counter()
         self.caught_up = True
         self.start_followers()

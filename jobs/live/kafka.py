@@ -48,7 +48,7 @@ class KafkaStream(LiveStream):
         if not self.caught_up:
             tail = self.tail()
             if tail is not None:  # finish what a crashed run journaled (its offsets are not read again)
-                self.decide(tail[1], 0, began)
+                self.decide(tail[1], len(tail[0]), began, trigger="recovery")
                 began = time.perf_counter()
             self.caught_up = True
         self.start_followers()

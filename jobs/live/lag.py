@@ -1,9 +1,9 @@
 """The live job's processing lag, per micro-batch and partition (the `lag` table of the lead job's target), as Azure
-Stream
-Analytics measures it: rows and bytes read, input still waiting (landing files not journaled yet, or Kafka
-records past the journaled offset), and the watermark delay both against processing time (wall clock at
-commit minus the output watermark: is the job falling behind?) and against the latest arrival (the
-arrival-based delay of the batch report). Wall-clock observations: a replay does not remake them.
+Stream Analytics measures it: rows and bytes read, input still waiting (landing files not journaled yet, or Kafka
+records past the journaled offset), and the watermark delay both against processing time (the clock the job
+estimates arrivals from, at commit, minus the output watermark: is the job falling behind?) and against the
+partition's latest arrival, an event's or a clock row's estimate (the arrival-based delay of the batch report).
+Observations of processing time: a replay does not remake them.
 """
 from __future__ import annotations
 
@@ -30,25 +30,29 @@ class PartitionRead:
     bytes: int
     last_arrival: int | None  # the latest event arrival (microseconds)
     last_offset: int | None
+    latest: int | None = None  # the latest arrival of any of its rows: an event's, or a clock row's estimate
 
 
 def reads(rows: DataFrame) -> tuple[list[PartitionRead], dict]:
     """Per partition of the batch's journal rows: events, clock rows, bytes (of the whole landed line), latest
-    event arrival and offset; and the batch's span (lo, hi, n, clocks, noted: the latest processing time its
-    clock rows name; offsets: its events' least and greatest offset; first_offsets, last_offsets: the same per
-    partition; last_events: each partition's last event, (seq, offset); partitions: those with events).
+    event arrival and offset, latest arrival of any row; and the batch's span (lo, hi, n, clocks, noted: the latest
+    processing time its clock rows name; offsets: its events' least and greatest offset; first_offsets,
+    last_offsets: the same per partition; last_events: each partition's last event, (seq, offset); partitions:
+    those with events).
     One Spark job."""
     event, clock = F.col("kind") == "event", F.col("kind") == "clock"
     per = rows.groupBy("partition").agg(
         F.count(F.when(event, 1)).alias("events"), F.count(F.when(clock, 1)).alias("clocks"),
         F.sum(F.when(F.col("kind") != "clock", F.octet_length("payload"))).alias("bytes"),
         F.max(F.when(event, F.unix_micros("arrival_time"))).alias("arrival"),
+        F.max(F.unix_micros("arrival_time")).alias("latest"),
         F.max(F.when(event, F.col("offset"))).alias("offset"),
         F.min("seq").alias("lo"), F.max("seq").alias("hi"), F.count("*").alias("n"),
         F.min(F.when(event, F.col("offset"))).alias("low_offset"),
         F.max(F.when(event, F.struct("seq", "offset"))).alias("last_event"),
         F.max(F.when(clock, F.get_json_object("payload", "$.processing_time"))).alias("noted")).collect()
-    out = [PartitionRead(r["partition"], r["events"], r["clocks"], r["bytes"] or 0, r["arrival"], r["offset"])
+    out = [PartitionRead(r["partition"], r["events"], r["clocks"], r["bytes"] or 0, r["arrival"], r["offset"],
+                         r["latest"])
            for r in sorted(per, key=lambda r: (r["partition"] is None, r["partition"] or 0))]
     span = {"lo": min((r["lo"] for r in per), default=None), "hi": max((r["hi"] for r in per), default=None),
             "n": sum(r["n"] for r in per), "clocks": sum(r["clocks"] for r in per),
@@ -69,19 +73,22 @@ def _bounds(lows: list, highs: list) -> tuple[int, int] | None:
 def rows_of(report, read: list[PartitionRead], partitions: list[int], state: State, independent: bool,
             last_arrival: dict[int, int], backlog: dict[int | None, int | None], unit: str) -> list[tuple]:
     """A row per partition of the source (those the batch did not touch too), for the batch of `report` (a
-    BatchReport). `backlog`: per partition, or under None for the whole source (landing files)."""
+    BatchReport). `last_arrival`: each partition's latest event arrival; `backlog`: per partition, or under None
+    for the whole source (landing files). The processing delay is measured against the report's processing time
+    (the wall clock at commit, or the simulated clock's), the arrival delay against the partition's latest row."""
     by = {r.partition: r for r in read}
     ps = sorted(set(partitions) | {r.partition for r in read if r.partition is not None})
-    committed_at, out = int(report.committed_at * 1e6), []
+    committed_at, now, out = int(report.committed_at * 1e6), round(report.processing_time * 1e6), []
     for p in ps:
         r = by.get(p)
         owm = state.scope(p if independent else MERGED).owm
         wp = state.partition(p).wp
         arrival = last_arrival.get(p)
+        latest = max((v for v in (arrival, r and r.latest) if v is not None), default=None)
         out.append((report.batch, report.trigger, p, r.events if r else 0, r.clock_rows if r else 0,
                     r.bytes if r else 0, backlog.get(p, backlog.get(None)), unit, arrival, wp if wp > NEG else None,
-                    owm if owm > NEG else None, (committed_at - owm) / 1e6 if owm > NEG else None,
-                    (arrival - owm) / 1e6 if owm > NEG and arrival is not None else None, report.seconds,
+                    owm if owm > NEG else None, (now - owm) / 1e6 if owm > NEG else None,
+                    (latest - owm) / 1e6 if owm > NEG and latest is not None else None, report.seconds,
                     committed_at))
     return out
 

@@ -26,7 +26,7 @@ def record(live, report: BatchReport, read: list[lag.PartitionRead], late: diagn
     live.store.write(lag.table(live.spark, rows), lead.where.table("lag"), txn=txn("lag"),
                      metadata={**meta, "table": "lag"})
     seen = {p: cp.source[p].seen_at if p in cp.source else live.started_at for p in live.source_partitions}
-    found = live.watchdog.not_progressing(report.batch, now, seen)
+    found = live.watchdog.not_progressing(report.batch, now, seen, never={p for p in seen if p not in cp.source})
     if late is not None:
         found += live.watchdog.late_input(report.batch, now, late)
     if not found:

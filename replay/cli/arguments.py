@@ -23,7 +23,12 @@ def parser(commands: dict[str, Callable]) -> argparse.ArgumentParser:
 
 
 def _generate(sub) -> argparse.ArgumentParser:
-    g = sub.add_parser("generate", help="write a synthetic landing stream")
+    g = sub.add_parser("generate", help="write a synthetic landing stream",
+                       description="Write a synthetic landing stream: N events arriving at --rate per second from "
+                                   "--start, so they span N / rate seconds of arrival (and of event time). Choose "
+                                   "--rate for the windows you want to see: the default 1000/s makes 5,000 events "
+                                   "last 5 s, not one 5-minute window; --events 20000 --rate 10 spans 33 minutes, "
+                                   "about 6 such windows.")
     g.add_argument("--out", required=True)
     g.add_argument("--events", type=int, required=True)
     g.add_argument("--partitions", type=int, default=8)
@@ -31,8 +36,12 @@ def _generate(sub) -> argparse.ArgumentParser:
     g.add_argument("--files", type=int, default=100)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--format", choices=FORMATS, default="jsonl")
-    g.add_argument("--start", default="2024-01-01T00:00:00Z", help="ISO time of the first arrival")
-    g.add_argument("--rate", type=float, default=1000.0, help="arrivals per second (default 1000)")
+    g.add_argument("--start", default="2024-01-01T00:00:00Z", metavar="ISO",
+                   help="arrival time of the first event, e.g. 2026-11-28T09:00:00Z; event times are near their "
+                        "arrivals (default 2024-01-01T00:00:00Z)")
+    g.add_argument("--rate", type=float, default=1000.0, metavar="PER_SECOND",
+                   help="mean arrivals per second (a Poisson process over all partitions): the stream spans "
+                        "--events / --rate seconds (default 1000)")
     g.add_argument("--shape", choices=SHAPES, default="basic",
                    help="basic: key and value only; sensors: device readings (key is the device, value its "
                         "temperature) with device, region, site, temperature, pressure, status (ok, alarm, "
@@ -148,6 +157,13 @@ def _advise(sub) -> argparse.ArgumentParser:
     e.add_argument("--late-grid", help=f"candidate late tolerances, comma-separated (default {','.join(LATE_GRID)})")
     e.add_argument("--out-of-order-grid",
                    help=f"candidate out-of-order tolerances (default {','.join(OUT_OF_ORDER_GRID)})")
+    e.add_argument("--latency-budget", metavar="DURATION",
+                   help="recommend the most complete candidates whose windows are emitted within this (p99 of the "
+                        "output delay a live run would have), e.g. 30s; default: the smallest that meets "
+                        "--completeness")
+    e.add_argument("--heartbeat", default="1s", metavar="DURATION",
+                   help="an ingested journal has no clock rows: output delays are measured with those of a live run "
+                        "keeping up with a heartbeat this often (default 1s, the live job's trigger)")
     e.add_argument("--out", metavar="DIR", help="where advice.json and the plots go (default LAKE/jobs/JOB/advice)")
     e.add_argument("--html", action="store_true", help="also write advice.html with the plots embedded")
     return e

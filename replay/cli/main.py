@@ -208,9 +208,10 @@ def cmd_advise(a) -> int:
     _check_range(a)
     grid = lambda text, default: tuple(g.strip() for g in text.split(",")) if text else default  # noqa: E731
     sweep = Sweep(a.completeness, grid(a.late_grid, Sweep.late_grid),
-                  grid(a.out_of_order_grid, Sweep.out_of_order_grid))
+                  grid(a.out_of_order_grid, Sweep.out_of_order_grid), a.latency_budget, a.heartbeat)
     advice = advise(_spark(), a.lake, job, start=a.start, end=a.end, sweep=sweep, log=_say("advise"))
     paths = advice_report.write(advice, a.out or Lake(a.lake).advice(job.name), with_html=a.html)
+    print(advice["verdict"])  # first: what the advice is, or that no candidate meets the target or the budget
     print(advice["snippet"])
     print(json.dumps({"recommended": advice["recommended"], "predicted": advice["predicted"], "files": paths},
                      indent=2))

@@ -18,7 +18,9 @@ from replay.io.lake import Lake
 from replay.io.store import TableStore, default_store
 
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}  # Spark's `timestampType` column
-BASE64 = "base64:"  # marks a record value that is not UTF-8 text, kept as base64 in `payload`
+# A record value that is not UTF-8 text is kept in `payload` as `<N bytes, not UTF-8, hex: 0aff...>`: angle brackets,
+# so it cannot be taken for JSON, a URL or text that was sent; hex, so the bytes can be read back exactly.
+NOT_TEXT = "<{n} bytes, not UTF-8, hex: {hex}>"
 
 
 def source_prefix(topic: str) -> str:
@@ -129,10 +131,13 @@ def after(records: DataFrame, journaled: dict[int, int]) -> DataFrame:
 
 
 def record_text() -> F.Column:
-    """The record value as text: itself when UTF-8, else `base64:` + its base64."""
+    """The record value as text: itself when UTF-8, else NOT_TEXT (its length and its bytes in hex)."""
+    before, after = NOT_TEXT.split("{n}")
+    middle, end = after.split("{hex}")
     return F.when(F.col("value").isNull(), F.lit(None).cast("string")).when(
         F.is_valid_utf8(F.col("value").cast("string")), F.col("value").cast("string")).otherwise(
-        F.concat(F.lit(BASE64), F.base64("value")))
+        F.concat(F.lit(before), F.octet_length("value").cast("string"), F.lit(middle), F.lower(F.hex("value")),
+                 F.lit(end)))
 
 
 def raw_from_records(records: DataFrame, topic: str, names: journal.SourceFields | None = None) -> DataFrame:

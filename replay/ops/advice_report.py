@@ -76,18 +76,24 @@ def _histogram(advice: dict, path: str) -> str:
 
 def markdown(advice: dict) -> str:
     """The sweeps and the advice as Markdown (Dagster metadata, the HTML page)."""
-    lines = [f"Recommended for completeness {advice['completeness']}: "
-             + ", ".join(f"`{k}: {v}`" for k, v in advice["recommended"].items()), ""]
+    lines = [f"**{advice['verdict']}**", "", f"Output delays: windows a live run would emit (clock rows: "
+             f"{advice['live_clock']['clock_rows']}); windows still open when the range ends are not measured.", ""]
     for key, name, reason in (("late_sweep", "late_arrival_tolerance", "late"),
                               ("out_of_order_sweep", "out_of_order_tolerance", "out of order")):
-        lines += [f"| {name} | events {reason} | share | adjusted | dropped | delay p50 (s) | delay p99 (s) | meets |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+        lines += [f"| {name} | events {reason} | share | adjusted | dropped | delay p50 (s) | delay p99 (s) "
+                  f"| windows measured | not measured | meets | within budget |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
         for r in advice[key]:
             d = r["delay"]
             lines.append(f"| {r['tolerance']} | {r['touched']} | {r['share']:.4%} | {r['adjusted']} | {r['dropped']} "
-                         f"| {number(d['p50'])} | {number(d['p99'])} | {'yes' if r['meets'] else 'no'} |")
+                         f"| {number(d['p50'])} | {number(d['p99'])} | {d['windows']} | {d['unmeasured']} "
+                         f"| {'yes' if r['meets'] else 'no'} | {_budget(r)} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _budget(r: dict) -> str:
+    return {None: "-", True: "yes", False: "no"}[r.get("within_budget")]
 
 
 def page(advice: dict, plots: dict[str, str]) -> str:
@@ -106,8 +112,10 @@ def page(advice: dict, plots: dict[str, str]) -> str:
     for key, name in (("late_sweep", "late_arrival_tolerance"), ("out_of_order_sweep", "out_of_order_tolerance")):
         sweeps += f"<h3>{name}</h3>" + table(
             [[r["tolerance"], r["touched"], f"{r['share']:.4%}", r["adjusted"], r["dropped"], number(r["delay"]["p50"]),
-              number(r["delay"]["p99"]), "yes" if r["meets"] else "no"] for r in advice[key]],
-            [name, "events touched", "share", "adjusted", "dropped", "delay p50 (s)", "delay p99 (s)", "meets"])
+              number(r["delay"]["p99"]), r["delay"]["windows"], r["delay"]["unmeasured"],
+              "yes" if r["meets"] else "no", _budget(r)] for r in advice[key]],
+            [name, "events touched", "share", "adjusted", "dropped", "delay p50 (s)", "delay p99 (s)",
+             "windows measured", "not measured", "meets", "within budget"])
     prof = advice["profile"]
     quantiles = ["p50", "p90", "p99", "p99.9", "max"]
     profile_rows = [[scope, measure, s[measure]["positive"], *[number(s[measure][q]) for q in quantiles]]
@@ -121,11 +129,14 @@ def page(advice: dict, plots: dict[str, str]) -> str:
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}pre{{background:#f4f4f4;padding:1em}}
 img{{max-width:48%;margin-right:1%}}</style></head><body>
 <h1>Tolerance advice for job {html.escape(advice['job'])}</h1>
+<p><strong>{html.escape(advice['verdict'])}</strong></p>
 <p>{advice['events']} events, arrivals from {html.escape(str(advice['from'] or 'the start'))} to
 {html.escape(str(advice['to'] or 'the end'))}; completeness target {advice['completeness']}.</p>
 <h2>Recommended policy</h2><pre>{html.escape(advice['snippet'])}</pre>
 <p>A replay with it adjusts {p['adjusted']} and drops {p['dropped']} of {p['events']} events
-({p['adjusted_share']:.4%} adjusted); windows are emitted {number(p['delay']['p50'])} s (median) after they end.</p>
+({p['adjusted_share']:.4%} adjusted); windows are emitted {number(p['delay']['p50'])} s (median) after they end,
+as a live run would emit them (clock rows: {html.escape(advice['live_clock']['clock_rows'])});
+{p['delay']['unmeasured']} windows still open when the range ends are not measured.</p>
 {''.join(f'<p>{html.escape(n)}</p>' for n in advice['notes'])}
 <h2>Trade-off and lateness</h2>{img(plots['tradeoff.png'])}{img(plots['lateness.png'])}
 <h2>Candidates (each a replay by the engine)</h2>{sweeps}

@@ -10,8 +10,10 @@ from replay.model.jobs import Job
 
 
 def summarize(spark: SparkSession, where: TargetDir, job: Job) -> dict:
-    """Events by action and reason, windows emitted (and flushed at the end), the events they count (the job's
-    aggregate that counts members; 0 without one) and dead letters by reason."""
+    """Events by action and reason, windows emitted (and flushed at the end), the events in them and dead letters
+    by reason. The events in windows are the sum of the job's aggregate that counts members (`count(*)`): with
+    hopping windows that overlap an event is in several, so the sum is `window_memberships`; a job without
+    such an aggregate has `windowed_events: null` and a note saying why (not 0)."""
     store = default_store()
     decisions, windows, dead_letters = (store.read(spark, where.table(n)) for n in ("decisions", "windows",
                                                                                     "dead_letters"))
@@ -29,6 +31,18 @@ def summarize(spark: SparkSession, where: TargetDir, job: Job) -> dict:
         "clock_rows": decisions.where("kind = 'clock'").count(),
         "by_action": dict(sorted(by_action.items())),
         "by_reason": dict(sorted(by_reason.items())),
-        "windows": w["windows"], "windowed_events": w["windowed"] or 0, "flushed_windows": w["flushed"],
+        "windows": w["windows"], **_in_windows(job, w["windowed"]), "flushed_windows": w["flushed"],
         "dead_letters": dict(sorted(letters.items())),
     }
+
+
+def _in_windows(job: Job, total: int | None) -> dict:
+    """How many events the windows hold, under a name that says what the number is."""
+    window = job.policy.window
+    if job.counting_aggregate is None:
+        return {"windowed_events": None,
+                "windowed_events_note": f"job {job.name} has no count(*) aggregate, so its windows do not say how "
+                                        "many events they hold"}
+    if window is not None and window.kind == "hopping" and window.hop < window.size:
+        return {"window_memberships": total or 0}  # an event is counted once in each overlapping window
+    return {"windowed_events": total or 0}
