@@ -1,6 +1,6 @@
 """Failures a user can cause (a corrupt landing file, a path Spark cannot find, a broken Delta table) as one
-line for the terminal, naming the file and what to do; the full trace goes to a log file, never the screen.
-Secrets are hidden in both (`replay.io.secrets`).
+line for the terminal, naming the file and what to do; the full trace goes to the command's log file, never the
+screen. Secrets are hidden in both (`replay.io.secrets`).
 
 The libraries' own error records are held for that log file too (`held_library_logs`): PySpark logs every
 analysis error it raises as a JSON record of ~10 KB (its query-context loggers), and py4j logs a broken call's
@@ -84,15 +84,23 @@ def one_line(e: BaseException, command: str) -> tuple[str, str]:
 
 
 def write_log(e: BaseException | None, command: str) -> str:
-    """The full Python (and JVM) trace, after the libraries' held records, in a new file under the temp dir,
-    secrets hidden; returns its path."""
+    """The libraries' held records and the full Python (and JVM) trace, secrets hidden, added to the command's
+    log file (beside Spark's own lines, replay.io.driver_logs) or, with none named, in a new file under the temp
+    dir; returns its path."""
+    from replay.io import driver_logs
+
+    trace = redact("".join([*(f"{r}\n" for r in _held.records),
+                            *(traceback.format_exception(e) if e is not None else [])]))
+    path = driver_logs.current()
+    if path:
+        driver_logs.append(path, f"replay {command} failed at {time.strftime('%Y-%m-%dT%H:%M:%S')}:\n{trace}")
+        return path
     folder = os.path.join(tempfile.gettempdir(), "retrace-logs")
     os.makedirs(folder, exist_ok=True)
     fd, path = tempfile.mkstemp(prefix=f"replay-{command}-{time.strftime('%Y%m%dT%H%M%S')}-", suffix=".log",
                                 dir=folder)
     with os.fdopen(fd, "w") as f:
-        f.write(redact("".join([*(f"{r}\n" for r in _held.records),
-                                *(traceback.format_exception(e) if e is not None else [])])))
+        f.write(trace)
     return path
 
 

@@ -17,8 +17,7 @@ from replay.model.policy import PolicyError
 def _spark():
     from replay.io.spark import get_spark
 
-    spark = get_spark("retrace")
-    spark.sparkContext.setLogLevel("FATAL")  # a failure is one line on stderr and a log file (replay.cli.failures)
+    spark = get_spark("retrace")  # its log goes to the command's log file (replay.io.driver_logs), not the terminal
     interrupts.ctrl_c.install()  # over the handler SparkContext installs: Ctrl-C cancels Spark's jobs cleanly
     return spark
 
@@ -287,14 +286,18 @@ def _interrupted(stop: interrupts.CtrlC) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from replay.io import driver_logs
     from replay.io.locks import LockBusy
     from replay.ops.progress import report_on
 
     args = parser(COMMANDS).parse_args(argv)
+    log = driver_logs.name_log(f"replay-{args.command}")  # Spark's lines, Python's warnings, a failure's trace
+    if args.verbose:
+        print(f"replay {args.command}: log file {log}", file=sys.stderr, flush=True)
     report_on(sys.stderr)  # long Spark steps tick on stderr, while the command runs
     stop = interrupts.start()
     try:
-        with held_library_logs():  # PySpark's and py4j's own error records: to a failure's log file
+        with driver_logs.warnings_to(log), held_library_logs():  # PySpark's and py4j's error records: the log file
             return args.fn(args)
     except BaseException as e:  # noqa: BLE001 - sorted below; what is not ours to report is raised again
         if stop.received:  # after a Ctrl-C, whatever unwinds is the interruption (a cancelled job's error too)
