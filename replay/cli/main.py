@@ -10,6 +10,7 @@ import sys
 from replay.cli import interrupts
 from replay.cli.arguments import parser
 from replay.cli.failures import held_library_logs, held_records, is_user_failure, one_line, write_log
+from replay.io import faults
 from replay.io.secrets import redact
 from replay.model.policy import PolicyError
 
@@ -85,6 +86,7 @@ def cmd_ingest(a) -> int:
         before = journal_version(spark, a.lake)
         interrupts.on_stop(lambda: interrupted_ingest(spark, a.lake, before, again))
         with progress(spark, "ingest"):  # ticks on stderr while a step is slow
+            faults.interrupt_point("ingest")  # for the tests: a Ctrl-C here, or (ingest+<seconds>) during the ingest
             r = ingest(spark, a.landing, a.lake, fields=fields, log=_say("ingest"))
     for change in r.changed:
         print(change.line(), file=sys.stderr)

@@ -1,8 +1,8 @@
 """Fault injection for the tests: RETRACE_INTERRUPT_AT=<point> sends a Ctrl-C (SIGINT) at a named point of an
 operation; <point>+<seconds> sends it that many seconds later, from a timer, so that it lands inside whatever runs
 then (a Spark job, a commit). The signal goes where a terminal's Ctrl-C goes: the whole process group when this
-process leads one (a command started in a session of its own), else this process alone (a test calling the
-command in its own process)."""
+process leads a session of its own (a command a test started as a terminal would), else this process alone (a
+test calling the command in its own process, whose group may hold other processes)."""
 from __future__ import annotations
 
 import os
@@ -25,7 +25,7 @@ def interrupt_point(name: str) -> None:
 
 
 def _ctrl_c() -> None:
-    if os.getpgrp() == os.getpid():
+    if os.getsid(0) == os.getpid():
         os.killpg(os.getpgrp(), signal.SIGINT)
     else:
         os.kill(os.getpid(), signal.SIGINT)

@@ -79,8 +79,8 @@ def test_unconfigured_sinks_are_off_and_a_failing_sink_does_not_stop_the_others(
 
 
 def test_the_sinks_deliver_without_dagster_as_the_environment_configures_them(http_receiver, tmp_path):
-    sinks = alerts.sinks_from_env({"RETRACE_ALERT_WEBHOOK_URL": http_receiver.url,
-                                   "RETRACE_ALERT_LOG": str(tmp_path / "alerts.jsonl")})
+    sinks = alerts.sinks_from_env(str(tmp_path / "lake"), {"RETRACE_ALERT_WEBHOOK_URL": http_receiver.url,
+                                                           "RETRACE_ALERT_LOG": str(tmp_path / "alerts.jsonl")})
     assert not sinks["alert_email"].enabled  # no SMTP host: off
     assert deliver(ALERT, list(sinks.values())) == ["Webhook", "LogFile"]
     assert http_receiver.take()["json"]["text"] == ALERT.slack()["text"]
