@@ -9,11 +9,12 @@ import json
 import dagster as dg
 
 from assets.partitions import partition_label
-from orchestration.resources import EmailAlertSink, LogFileAlertSink, WebhookAlertSink, alert_resources
+from orchestration.resources import (EmailAlertSink, LogFileAlertSink, RetraceResource, WebhookAlertSink,
+                                     alert_resources)
 from replay.io.alerts import Alert, deliver
 
 PAGE = 100  # check executions read per query
-RESOURCES = alert_resources()
+RESOURCES = alert_resources(RetraceResource.from_env().lake)
 
 
 def _numbers(metadata: dict) -> dict:
@@ -74,7 +75,7 @@ def run_failure_alert(context: dg.RunFailureSensorContext, alert_webhook: Webhoo
     message = "\n".join([context.failure_event.message or "run failed", *errors])
     run = context.dagster_run
     alert = run_alert(run, planned_assets(context.instance, run), message, [e.step_key for e in steps])
-    delivered = deliver(alert, [alert_webhook, alert_email, alert_log], context.log)
+    delivered = deliver(alert, [alert_webhook, alert_email, alert_log], context.log.warning)
     context.log.info(f"run {run.run_id} failed; alerted via {', '.join(delivered) or 'no sink'}")
 
 
@@ -121,7 +122,7 @@ def check_failure_alert(context: dg.SensorEvaluationContext, alert_webhook: Webh
             run = context.instance.get_run_by_id(record.run_id)
             alert = check_alert(record.event.dagster_event.event_specific_data, run.tags if run else {}, record.run_id)
             try:
-                deliver(alert, sinks, context.log)
+                deliver(alert, sinks, context.log.warning)
             except RuntimeError as e:  # every sink failed: stop here, the next tick retries
                 context.update_cursor(json.dumps({"low": low, "alerted": sorted(alerted)}))
                 return dg.SkipReason(f"alert for check execution {record.id} not delivered: {e}")

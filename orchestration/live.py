@@ -31,7 +31,7 @@ def live_micro_batches(context: dg.OpExecutionContext, config: LiveSource, retra
 
     kafka = bool(config.kafka_bootstrap)  # a topic's partition count is the topic's
     options = LiveOptions(until_idle=True, clock="system", partitions=None if kafka else retrace.partitions,
-                          on_diagnostic=alert_on([alert_webhook, alert_email, alert_log], context.log))
+                          on_diagnostic=alert_on([alert_webhook, alert_email, alert_log], context.log.warning))
     if kafka:
         if not config.topic:
             raise dg.Failure("live job config: topic is needed with kafka_bootstrap")

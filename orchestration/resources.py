@@ -118,14 +118,16 @@ class LogFileAlertSink(dg.ConfigurableResource):
         alerts.LogFile(self.path).send(alert)
 
 
-def alert_resources(environ=None) -> dict[str, dg.ConfigurableResource]:
-    """The three sinks as the RETRACE_ALERT_* variables configure them (`replay.io.alerts.sinks_from_env`); the
-    SMTP password is read as a Dagster EnvVar, so it is not shown in the UI."""
-    found = alerts.sinks_from_env(environ)
+def alert_resources(lake: str, environ=None) -> dict[str, dg.ConfigurableResource]:
+    """The three sinks as the RETRACE_ALERT_* variables configure them (`replay.io.alerts.sinks_from_env`; the
+    log file defaults to `lake`'s alert log); the webhook URL (its path is a token) and the SMTP password are read
+    as Dagster EnvVars, so the UI shows the variables' names, not their values."""
+    found = alerts.sinks_from_env(lake, environ)
     web, mail, log = found["alert_webhook"], found["alert_email"], found["alert_log"]
+    url = dg.EnvVar("RETRACE_ALERT_WEBHOOK_URL") if web.url else ""
     password = dg.EnvVar("RETRACE_ALERT_SMTP_PASSWORD") if mail.password else ""
     return {
-        "alert_webhook": WebhookAlertSink(url=web.url),
+        "alert_webhook": WebhookAlertSink(url=url),
         "alert_email": EmailAlertSink(host=mail.host, port=mail.port, sender=mail.sender,
                                       recipients=list(mail.recipients), username=mail.username, password=password,
                                       starttls=mail.starttls),

@@ -116,6 +116,7 @@ def alert(d: Diagnostic) -> Alert:
                  severity="WARN", message=d.message, numbers=numbers, diagnostic=True)
 
 
-def alert_on(sinks: list, log=None):
-    """`on_diagnostic` for the live job: each diagnostic, as it starts, delivered to `sinks`."""
-    return lambda d: deliver(alert(d), sinks, log)
+def alert_on(sinks: list, warn=None):
+    """`on_diagnostic` for the live job: each diagnostic, as it starts, delivered to `sinks` (a failing sink is
+    reported through `warn`, redacted: `replay.io.alerts.deliver`)."""
+    return lambda d: deliver(alert(d), sinks, warn)

@@ -7,6 +7,7 @@ import sys
 
 from jobs.live import diagnostics, lag
 from jobs.live.report import BatchReport
+from replay.io import secrets
 from replay.io.store import AppTransaction
 
 WRITER = "replay stream"
@@ -45,4 +46,4 @@ def _alert(on_diagnostic, d: diagnostics.Diagnostic) -> None:
     try:
         on_diagnostic(d)
     except Exception as e:  # noqa: BLE001 - an alert that cannot be sent must not stop the job
-        print(f"diagnostic {d.kind}: alert not sent ({e})", file=sys.stderr, flush=True)
+        print(f"diagnostic {d.kind}: alert not sent ({secrets.redact(str(e))})", file=sys.stderr, flush=True)

@@ -1,8 +1,11 @@
-"""The `replay` command's arguments: one sub-command per operation (`main` runs it)."""
+"""The `replay` command's arguments: one sub-command per operation (`main` runs it). Every option says what it is
+(`replay <command> --help`); a value out of range is refused by the parser, naming the option."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
+from importlib import metadata
 
 from replay.ops.advise import LATE_GRID, OUT_OF_ORDER_GRID
 from replay.ops.generate import FORMATS, SHAPES
@@ -11,15 +14,74 @@ from replay.ops.generate import FORMATS, SHAPES
 def parser(commands: dict[str, Callable]) -> argparse.ArgumentParser:
     """The parser; each sub-command's `fn` is `commands[name]`."""
     p = argparse.ArgumentParser(prog="replay", description="Deterministic replays of event-time streaming jobs.")
+    p.add_argument("--version", action=_Version, help="print the versions of Retrace and what it runs on, and exit")
     sub = p.add_subparsers(dest="command", required=True)
     for name, add in (("generate", _generate), ("ingest", _ingest), ("run", _run), ("stream", _stream),
                       ("hash", _hash), ("verify", _verify), ("diff", _diff), ("advise", _advise),
-                      ("maintain", _maintain), ("migrate", _migrate), ("demo", _demo)):
+                      ("maintain", _maintain), ("migrate", _migrate), ("demo", _demo), ("doctor", _doctor)):
         add(sub).set_defaults(fn=commands[name])
     for command in sub.choices.values():
         command.add_argument("-v", "--verbose", action="store_true",
                              help="print the path of the command's log file (Spark's and Hadoop's lines)")
     return p
+
+
+class _Version(argparse.Action):
+    """--version: one line, as it is (argparse's own action wraps it to the terminal's width)."""
+
+    def __init__(self, option_strings, dest, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version())
+        parser.exit()
+
+
+def version() -> str:
+    """Retrace's version and those of what it runs on, e.g. `replay 0.1.0 (pyspark 4.2.0, ...)`."""
+    def of(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    python = ".".join(map(str, sys.version_info[:3]))
+    return (f"replay {of('retrace')} (pyspark {of('pyspark')}, delta-spark {of('delta-spark')}, "
+            f"dagster {of('dagster')}, Python {python})")
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more seconds")
+    return value
+
+
+def _positive(text: str) -> int:
+    """A whole number, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    return value
+
+
+def _lake(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--lake", required=required, metavar="DIR",
+                   help="the lake folder: the journal, every job's targets, their locks (created by the first "
+                        "ingest or stream)")
+
+
+def _target(p: argparse.ArgumentParser, what: str = "the target") -> None:
+    p.add_argument("--target", default="production",
+                   help=f"{what}: a name for one set of a job's outputs, under LAKE/jobs/JOB/outputs/ "
+                        "(lower-case letters, digits, _ and -; default production)")
 
 
 def _generate(sub) -> argparse.ArgumentParser:
@@ -29,13 +91,15 @@ def _generate(sub) -> argparse.ArgumentParser:
                                    "--rate for the windows you want to see: the default 1000/s makes 5,000 events "
                                    "last 5 s, not one 5-minute window; --events 20000 --rate 10 spans 33 minutes, "
                                    "about 6 such windows.")
-    g.add_argument("--out", required=True)
-    g.add_argument("--events", type=int, required=True)
-    g.add_argument("--partitions", type=int, default=8)
-    g.add_argument("--keys", type=int, default=1000)
-    g.add_argument("--files", type=int, default=100)
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--format", choices=FORMATS, default="jsonl")
+    g.add_argument("--out", required=True, metavar="DIR", help="the landing folder to write part-* files into")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace the part-* files the folder already holds (without it, such a folder is refused)")
+    g.add_argument("--events", type=_positive, required=True, help="how many events to write")
+    g.add_argument("--partitions", type=_positive, default=8, help="source partitions (default 8)")
+    g.add_argument("--keys", type=_positive, default=1000, help="distinct keys (default 1000)")
+    g.add_argument("--files", type=_positive, default=100, help="landing files to spread the events over (default 100)")
+    g.add_argument("--seed", type=int, default=0, help="random seed: the same seed writes the same files (default 0)")
+    g.add_argument("--format", choices=FORMATS, default="jsonl", help="file format (default jsonl)")
     g.add_argument("--start", default="2024-01-01T00:00:00Z", metavar="ISO",
                    help="arrival time of the first event, e.g. 2026-11-28T09:00:00Z; event times are near their "
                         "arrivals (default 2024-01-01T00:00:00Z)")
@@ -52,7 +116,7 @@ def _generate(sub) -> argparse.ArgumentParser:
 def _ingest(sub) -> argparse.ArgumentParser:
     i = sub.add_parser("ingest", help="journal new landing files (exactly once)")
     i.add_argument("--landing", required=True, help="a folder or s3://bucket/prefix")
-    i.add_argument("--lake", required=True)
+    _lake(i)
     i.add_argument("--source", help="a source of the jobs folder: its payload fields for event time and key")
     _jobs_folder(i)
     i.add_argument("--event-time-field", help="the payload field holding the event time (default event_time)")
@@ -65,10 +129,10 @@ def _ingest(sub) -> argparse.ArgumentParser:
 
 def _run(sub) -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="replay the journal into a target of a job")
-    r.add_argument("--lake", required=True)
+    _lake(r)
     _job_or_policy(r, "policy YAML with the spec's field names (the spec's count/sum job)")
     _range(r, "replay")
-    r.add_argument("--target", default="production")
+    _target(r, "the target to write")
     _wait(r)
     return r
 
@@ -82,22 +146,24 @@ def _stream(sub) -> argparse.ArgumentParser:
     s.add_argument("--topic", help="the Kafka topic (with --kafka-bootstrap)")
     s.add_argument("--trust-create-time", action="store_true",
                    help="accept a CreateTime topic: producer timestamps become arrival times")
-    s.add_argument("--max-records-per-batch", type=int, help="Kafka: at most this many records per micro-batch")
-    s.add_argument("--lake", required=True)
+    s.add_argument("--max-records-per-batch", type=_positive,
+                   help="Kafka: at most this many records per micro-batch")
+    _lake(s)
     s.add_argument("--policy", required=True, help="the spec's count/sum job's policy")
     s.add_argument("--source", help="a source of the jobs folder: its payload fields, and every job reading it "
                                     "is run on each micro-batch from its own checkpoint")
     _jobs_folder(s)
-    s.add_argument("--target", default="production")
-    s.add_argument("--max-files-per-batch", type=int)
-    s.add_argument("--max-bytes-per-batch", type=int)
-    s.add_argument("--max-batches", type=int, help="stop after this many micro-batches")
+    _target(s, "the target every job's micro-batches are committed to")
+    s.add_argument("--max-files-per-batch", type=_positive, help="landing: at most this many files per micro-batch")
+    s.add_argument("--max-bytes-per-batch", type=_positive, metavar="BYTES",
+                   help="landing: at most this many bytes of files per micro-batch (at least one file)")
+    s.add_argument("--max-batches", type=_positive, help="stop after this many micro-batches")
     s.add_argument("--trigger-seconds", type=float, default=1.0, help="seconds between micro-batch starts")
     s.add_argument("--clock", choices=("system", "simulated"), default="system",
                    help="processing time for estimated arrivals: the wall clock, or derived from the data")
     s.add_argument("--until-idle", action="store_true",
                    help="stop when every landing file (or every record the topic held at start) is journaled")
-    s.add_argument("--partitions", type=int,
+    s.add_argument("--partitions", type=_positive,
                    help="the source's partition count (needed the first time; recorded with the journal)")
     _watch(s)
     _wait(s)
@@ -117,8 +183,8 @@ def _watch(s: argparse.ArgumentParser) -> None:
 
 def _hash(sub) -> argparse.ArgumentParser:
     h = sub.add_parser("hash", help="order-independent content hash of a target's outputs")
-    h.add_argument("--lake", required=True)
-    h.add_argument("--target", default="production")
+    _lake(h)
+    _target(h, "the target to hash")
     _job_of_tables(h)
     return h
 
@@ -126,10 +192,10 @@ def _hash(sub) -> argparse.ArgumentParser:
 def _verify(sub) -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="replay a range into a scratch target and compare it with a target "
                                       "(exit 0 identical, 1 different, 2 bad input)")
-    v.add_argument("--lake", required=True)
+    _lake(v)
     _job_or_policy(v, "policy YAML the target was produced with (the spec's count/sum job)")
     _range(v, "verify")
-    v.add_argument("--target", default="production")
+    _target(v, "the target to compare with a replay")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     return v
 
@@ -137,7 +203,7 @@ def _verify(sub) -> argparse.ArgumentParser:
 def _diff(sub) -> argparse.ArgumentParser:
     f = sub.add_parser("diff", help="what two targets of a job decided differently: events, windows, dead letters, "
                                     "output delay (exit 0 identical, 1 different, 2 bad input)")
-    f.add_argument("--lake", required=True)
+    _lake(f)
     _job_of_tables(f)
     f.add_argument("--target", action="append", default=[], required=True,
                    help="a target; give it twice: --target production --target whatif")
@@ -149,7 +215,7 @@ def _diff(sub) -> argparse.ArgumentParser:
 def _advise(sub) -> argparse.ArgumentParser:
     e = sub.add_parser("advise", help="profile the journal's lateness and recommend tolerances, each candidate "
                                       "replayed by the engine")
-    e.add_argument("--lake", required=True)
+    _lake(e)
     _job_or_policy(e, "policy YAML of the spec's count/sum job (the starting point of the sweep)")
     _range(e, "advise on")
     e.add_argument("--completeness", type=float, default=0.999,
@@ -172,25 +238,36 @@ def _advise(sub) -> argparse.ArgumentParser:
 def _maintain(sub) -> argparse.ArgumentParser:
     m = sub.add_parser("maintain", help="compact every Delta table of the lake, keep the last checkpoints, "
                                          "vacuum old files")
-    m.add_argument("--lake", required=True)
+    _lake(m)
     m.add_argument("--retention", default="7d", help="keep files any version of this age needs (time travel); "
                                                      "e.g. 7d, 12h")
-    m.add_argument("--keep-checkpoints", type=int, default=100, help="checkpoints kept per target (the latest)")
+    m.add_argument("--keep-checkpoints", type=_positive, default=100,
+                   help="checkpoints kept per target (the latest; default 100)")
     return m
 
 
 def _migrate(sub) -> argparse.ArgumentParser:
     m = sub.add_parser("migrate", help="move a lake written before jobs (LAKE/outputs/<target>) to today's layout "
                                         "(LAKE/jobs/default/outputs/<target>), once")
-    m.add_argument("--lake", required=True)
+    _lake(m)
     return m
 
 
 def _demo(sub) -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="generate, ingest, replay and summarize on embedded defaults")
-    d.add_argument("--work", default=".retrace")
-    d.add_argument("--events", type=int, default=200_000)
-    d.add_argument("--policy")
+    d.add_argument("--work", default=".retrace", metavar="DIR",
+                   help="where the demo's landing and lake go (default .retrace)")
+    d.add_argument("--events", type=_positive, default=200_000, help="events to generate (default 200000)")
+    d.add_argument("--policy", help="policy YAML of the spec's job (default infra/policies/production.yaml)")
+    return d
+
+
+def _doctor(sub) -> argparse.ArgumentParser:
+    d = sub.add_parser("doctor", help="check Java, the jars, the lake (writable, locks) and S3 credentials: one "
+                                      "verdict per line (exit 0 when nothing fails)")
+    d.add_argument("--lake", metavar="DIR", help="the lake to check (default $RETRACE_LAKE, else none)")
+    d.add_argument("--landing", help="the landing folder or s3://bucket/prefix to check (default $RETRACE_LANDING, "
+                                     "else none)")
     return d
 
 
@@ -218,6 +295,6 @@ def _range(p: argparse.ArgumentParser, verb: str) -> None:
 
 
 def _wait(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--wait", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--wait", type=_seconds, default=None, metavar="SECONDS",
                    help="when another writer holds the journal or target, wait this long for it "
                         "(default $RETRACE_LOCK_WAIT or 0: refuse at once, naming the holder)")

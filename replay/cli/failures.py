@@ -1,14 +1,24 @@
 """Failures a user can cause (a corrupt landing file, a path Spark cannot find, a broken Delta table) as one
 line for the terminal, naming the file and what to do; the full trace goes to the command's log file, never the
-screen."""
+screen. Secrets are hidden in both (`replay.io.secrets`).
+
+The libraries' own error records are held for that log file too (`held_library_logs`): PySpark logs every
+analysis error it raises as a JSON record of ~10 KB (its query-context loggers), and py4j logs a broken call's
+traceback through the root logger, both on stderr by default."""
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tempfile
 import time
 import traceback
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import unquote
+
+from replay.io.secrets import redact
 
 # (condition prefix or text in the message, hint); the first that matches wins
 HINTS = (
@@ -55,7 +65,7 @@ def named_file(message: str) -> tuple[str, str] | None:
 def one_line(e: BaseException, command: str) -> tuple[str, str]:
     """(the line to print, the log file holding the full trace)."""
     log = write_log(e, command)
-    text = str(e)
+    text = redact(str(e))
     cond = condition(e)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     first = next((ln for ln in lines if _CONDITION.search(ln)), lines[0] if lines else type(e).__name__)
@@ -73,12 +83,14 @@ def one_line(e: BaseException, command: str) -> tuple[str, str]:
     return f"{head}{first} [{cond}]; {hint}; full trace in {log}", log
 
 
-def write_log(e: BaseException, command: str) -> str:
-    """The full Python (and JVM) trace, added to the command's log file (beside Spark's own lines,
-    replay.io.driver_logs) or, with none named, in a new file under the temp dir; returns its path."""
+def write_log(e: BaseException | None, command: str) -> str:
+    """The libraries' held records and the full Python (and JVM) trace, secrets hidden, added to the command's
+    log file (beside Spark's own lines, replay.io.driver_logs) or, with none named, in a new file under the temp
+    dir; returns its path."""
     from replay.io import driver_logs
 
-    trace = "".join(traceback.format_exception(e))
+    trace = redact("".join([*(f"{r}\n" for r in _held.records),
+                            *(traceback.format_exception(e) if e is not None else [])]))
     path = driver_logs.current()
     if path:
         driver_logs.append(path, f"replay {command} failed at {time.strftime('%Y-%m-%dT%H:%M:%S')}:\n{trace}")
@@ -90,3 +102,51 @@ def write_log(e: BaseException, command: str) -> str:
     with os.fdopen(fd, "w") as f:
         f.write(trace)
     return path
+
+
+class _Held(logging.Handler):
+    """Keeps the last records it is given, formatted, for the failure's log file."""
+
+    def __init__(self, keep: int = 200):
+        super().__init__(logging.WARNING)
+        self.records: deque[str] = deque(maxlen=keep)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.records.append(self.format(record))
+        except Exception:  # noqa: BLE001 - a record that cannot be formatted is dropped, never raised
+            pass
+
+
+_held = _Held()
+_held.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")  # pyspark.errors.exceptions.base
+
+
+def held_records() -> list[str]:
+    return list(_held.records)
+
+
+@contextmanager
+def held_library_logs() -> Iterator[None]:
+    """For the block: PySpark's query-context records and the root logger's (py4j's) go to the failure's log
+    file (`write_log`), not the terminal. Their handlers come back after it."""
+    from pyspark.logger import PySparkLogger
+
+    _held.records.clear()
+    root = logging.getLogger()
+    loggers = [PySparkLogger.getLogger(name) for name in QUERY_CONTEXT_LOGGERS]  # made as PySpark makes them
+    before = [(lg, list(lg.handlers)) for lg in loggers]
+    for lg in loggers:
+        for h in list(lg.handlers):
+            lg.removeHandler(h)
+        logging.Logger.addHandler(lg, _held)  # PySparkLogger.addHandler would put its JSON formatter on ours
+    root.addHandler(_held)  # a root with a handler is not given a stderr one by logging.exception
+    try:
+        yield
+    finally:
+        root.removeHandler(_held)
+        for lg, handlers in before:
+            lg.removeHandler(_held)
+            for h in handlers:
+                logging.Logger.addHandler(lg, h)

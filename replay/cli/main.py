@@ -1,20 +1,26 @@
 """The `replay` command: each sub-command reads its arguments, calls one operation (`replay.ops`, the journal's
 ingest, the live job) and prints what it returns. Bad input is one line on stderr and exit 2; a lock held by
-another writer, exit 3."""
+another writer, exit 3; Ctrl-C, one line saying what the command left, exit 130. No secret is printed."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 
+from replay.cli import interrupts
 from replay.cli.arguments import parser
-from replay.cli.failures import is_user_failure, one_line
+from replay.cli.failures import held_library_logs, held_records, is_user_failure, one_line, write_log
+from replay.io import faults
+from replay.io.secrets import redact
 from replay.model.policy import PolicyError
 
 
 def _spark():
     from replay.io.spark import get_spark
 
-    return get_spark("retrace")  # its log goes to the command's log file (replay.io.driver_logs), not the terminal
+    spark = get_spark("retrace")  # its log goes to the command's log file (replay.io.driver_logs), not the terminal
+    interrupts.ctrl_c.install()  # over the handler SparkContext installs: Ctrl-C cancels Spark's jobs cleanly
+    return spark
 
 
 def _say(label: str):
@@ -52,7 +58,7 @@ def cmd_generate(a) -> int:
 
     spec = StreamSpec(a.events, partitions=a.partitions, keys=a.keys, files=a.files, seed=a.seed, fmt=a.format,
                       start=a.start, rate=a.rate, shape=a.shape)
-    print(json.dumps(generate(a.out, spec, log=_say(""))))
+    print(json.dumps(generate(a.out, spec, overwrite=a.overwrite, log=_say(""))))
     return 0
 
 
@@ -61,6 +67,7 @@ def cmd_ingest(a) -> int:
     from replay.io.journal import SourceFields, ingest
     from replay.io.lake import Lake
     from replay.ops.catalog import catalog
+    from replay.ops.ingested import interrupted_ingest, journal_version
     from replay.ops.progress import progress
 
     fields = SourceFields(a.event_time_field or "event_time", a.key_field or "key")
@@ -72,8 +79,14 @@ def cmd_ingest(a) -> int:
             raise ValueError(f"--source {a.source!r} is not a source of the jobs folder (its sources.yaml)")
         fields = SourceFields(src.event_time_field, src.key_field)
     with locks.hold(Lake(a.lake).journal_lock, "replay ingest", wait=a.wait):  # decided before Spark starts
+        again = shlex.join(["replay", "ingest", "--landing", a.landing, "--lake", a.lake,
+                            *(["--source", a.source] if a.source else [])])
+        interrupts.on_stop(lambda: f"the journal is untouched: Spark had not started; `{again}` journals the files")
         spark = _spark()
+        before = journal_version(spark, a.lake)
+        interrupts.on_stop(lambda: interrupted_ingest(spark, a.lake, before, again))
         with progress(spark, "ingest"):  # ticks on stderr while a step is slow
+            faults.interrupt_point("ingest")  # for the tests: a Ctrl-C here, or (ingest+<seconds>) during the ingest
             r = ingest(spark, a.landing, a.lake, fields=fields, log=_say("ingest"))
     for change in r.changed:
         print(change.line(), file=sys.stderr)
@@ -104,16 +117,13 @@ def cmd_run(a) -> int:
     job = _job(a)
     where = Lake(a.lake).target(job.name, a.target)
     with locks.hold(where.lock, "replay run", wait=a.wait):
+        interrupts.on_stop(lambda: f"target {where.target!r} is unchanged: Spark had not started")
         spark, run_id = _spark(), new_run_id()
-        try:
-            s = run(spark, a.lake, job, target=a.target, start=a.start, end=a.end, run_id=run_id)
-        except KeyboardInterrupt:
-            again = " ".join(["replay run", "--lake", a.lake, *(["--job", a.job] if a.job else ["--policy", a.policy]),
-                              "--target", a.target, *(["--from", a.start] if a.start else []),
-                              *(["--to", a.end] if a.end else [])])
-            print(f"replay run: interrupted (Ctrl-C); {interrupted(spark, where, run_id, again)}", file=sys.stderr,
-                  flush=True)
-            return 130
+        again = " ".join(["replay run", "--lake", a.lake, *(["--job", a.job] if a.job else ["--policy", a.policy]),
+                          "--target", a.target, *(["--from", a.start] if a.start else []),
+                          *(["--to", a.end] if a.end else [])])
+        interrupts.on_stop(lambda: interrupted(spark, where, run_id, again))
+        s = run(spark, a.lake, job, target=a.target, start=a.start, end=a.end, run_id=run_id)
     print(json.dumps({"job": job.name, "target": s.target, "seq_from": s.seq_from, "seq_to": s.seq_to,
                       **summarize(spark, where, job), "seconds": round(s.seconds, 2)}, indent=2))
     return 0
@@ -129,7 +139,8 @@ def cmd_stream(a) -> int:
     options = LiveOptions(target=a.target, clock=a.clock, until_idle=a.until_idle, max_batches=a.max_batches,
                           trigger_seconds=a.trigger_seconds, partitions=a.partitions,
                           heartbeat_seconds=a.heartbeat_seconds, never_seen_delay=a.never_seen_delay,
-                          silent_after=a.silent_after, on_diagnostic=alert_on(list(sinks_from_env().values())))
+                          silent_after=a.silent_after,
+                          on_diagnostic=alert_on(list(sinks_from_env(a.lake).values())))
     if a.kafka_bootstrap:
         if a.max_files_per_batch or a.max_bytes_per_batch:
             raise ValueError("--max-files-per-batch and --max-bytes-per-batch bound landing files; "
@@ -241,6 +252,18 @@ def cmd_migrate(a) -> int:
     return 0
 
 
+def cmd_doctor(a) -> int:
+    import os
+
+    from replay.ops.doctor import doctor
+
+    checks = doctor(lake=a.lake or os.environ.get("RETRACE_LAKE"),
+                    landing=a.landing or os.environ.get("RETRACE_LANDING"))
+    for check in checks:
+        print(check.line())
+    return 1 if any(c.verdict == "fail" for c in checks) else 0
+
+
 def cmd_demo(a) -> int:
     from replay.ops.demo import run_demo
 
@@ -250,7 +273,19 @@ def cmd_demo(a) -> int:
 
 COMMANDS = {"generate": cmd_generate, "ingest": cmd_ingest, "run": cmd_run, "stream": cmd_stream, "hash": cmd_hash,
             "verify": cmd_verify, "diff": cmd_diff, "advise": cmd_advise, "maintain": cmd_maintain,
-            "migrate": cmd_migrate, "demo": cmd_demo}
+            "migrate": cmd_migrate, "demo": cmd_demo, "doctor": cmd_doctor}
+
+
+def _say_error(command: str, line: str) -> None:
+    print(redact(f"replay {command}: {line}"), file=sys.stderr, flush=True)
+
+
+def _interrupted(stop: interrupts.CtrlC) -> str:
+    """What the interrupted command left (its `on_stop`), or that it stopped."""
+    try:
+        return stop.explain() if stop.explain else "stopped before it finished; run it again"
+    except Exception as e:  # noqa: BLE001 - the report of an interruption must not fail in turn
+        return f"stopped before it finished (what it left could not be read: {type(e).__name__}); run it again"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,21 +298,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose:
         print(f"replay {args.command}: log file {log}", file=sys.stderr, flush=True)
     report_on(sys.stderr)  # long Spark steps tick on stderr, while the command runs
+    stop = interrupts.start()
     try:
-        with driver_logs.warnings_to(log):
+        with driver_logs.warnings_to(log), held_library_logs():  # PySpark's and py4j's error records: the log file
             return args.fn(args)
-    except (PolicyError, ValueError, FileNotFoundError) as e:  # our own messages: already one clear line
-        print(f"replay {args.command}: {e}", file=sys.stderr)
-        return 2
-    except LockBusy as e:
-        print(f"replay {args.command}: {e}", file=sys.stderr)
-        return 3
-    except Exception as e:  # noqa: BLE001 - Spark, Delta and file-system failures bad input can cause
-        if not is_user_failure(e):
-            raise
-        print(f"replay {args.command}: {one_line(e, args.command)[0]}", file=sys.stderr)
-        return 2
+    except BaseException as e:  # noqa: BLE001 - sorted below; what is not ours to report is raised again
+        if stop.received:  # after a Ctrl-C, whatever unwinds is the interruption (a cancelled job's error too)
+            stop.settle()
+            _say_error(args.command, f"interrupted (Ctrl-C); {_interrupted(stop)}")
+            return 130
+        if isinstance(e, (PolicyError, ValueError, FileNotFoundError, FileExistsError)):  # our own: one clear line
+            more = f"; Spark's report in {write_log(None, args.command)}" if held_records() else ""
+            _say_error(args.command, f"{e}{more}")
+            return 2
+        if isinstance(e, LockBusy):
+            _say_error(args.command, str(e))
+            return 3
+        if isinstance(e, Exception) and is_user_failure(e):  # Spark, Delta and file-system failures bad input causes
+            _say_error(args.command, one_line(e, args.command)[0])
+            return 2
+        raise
     finally:
+        stop.restore()
         report_on(None)  # `main` called in a process that goes on (a test) leaves no ticker pointed at its stderr
 
 

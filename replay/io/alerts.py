@@ -5,7 +5,10 @@ diagnostics through them; the Dagster code location wraps them as resources (`or
 
 Configured from the environment (`sinks_from_env`): RETRACE_ALERT_WEBHOOK_URL; RETRACE_ALERT_SMTP_HOST, _PORT,
 _USER, _PASSWORD, _STARTTLS (1/0), RETRACE_ALERT_EMAIL_FROM, RETRACE_ALERT_EMAIL_TO (comma-separated);
-RETRACE_ALERT_LOG (default .retrace/alerts.jsonl under the checkout).
+RETRACE_ALERT_LOG (default: the lake's alert log, LAKE/alerts.jsonl).
+
+Secrets (the webhook's URL path, the SMTP password) never reach an alert, an error or a log line: every text
+leaving here goes through `replay.io.secrets.redact`.
 """
 from __future__ import annotations
 
@@ -13,15 +16,18 @@ import fcntl
 import json
 import os
 import smtplib
+import sys
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from email.message import EmailMessage
 from typing import Protocol
 
+from replay.io import secrets
+from replay.io.lake import Lake
+
 SEVERITIES = ("WARN", "ERROR")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_LOG = os.path.join(ROOT, ".retrace", "alerts.jsonl")
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,12 @@ class Alert:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def redacted(self) -> "Alert":
+        """The alert with every secret hidden (a failed run's message may quote one)."""
+        hide = secrets.redact
+        return replace(self, asset=hide(self.asset), partition=hide(self.partition), message=hide(self.message),
+                       check=self.check and hide(self.check))
+
     def slack(self) -> dict:
         """Slack's incoming-webhook shape: `text` (the fallback) and Block Kit `blocks`."""
         facts = [("Asset", self.asset), ("Partition", self.partition), ("Check", self.check or "(run)"),
@@ -89,8 +101,11 @@ class Sink(Protocol):
 class Webhook:
     """POSTs the alert as Slack-compatible JSON (`text` + `blocks`) to `url`; any non-2xx answer is an error."""
 
-    url: str = ""
+    url: str = field(default="", repr=False)
     timeout_s: float = 10.0
+
+    def __post_init__(self):
+        secrets.register(self.url)
 
     @property
     def enabled(self) -> bool:
@@ -99,13 +114,15 @@ class Webhook:
     def send(self, alert: Alert) -> None:
         request = urllib.request.Request(self.url, data=json.dumps(alert.slack()).encode(), method="POST",
                                          headers={"Content-Type": "application/json"})
+        shown = secrets.redact_url(self.url)  # the path and query of a webhook URL are its token
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 response.read()
         except urllib.error.HTTPError as e:
-            raise RuntimeError(f"webhook {self.url} answered {e.code} {e.reason}") from None
-        except urllib.error.URLError as e:
-            raise RuntimeError(f"webhook {self.url} unreachable: {e.reason}") from None
+            raise RuntimeError(f"webhook {shown} answered {e.code} {secrets.redact(str(e.reason))}") from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise RuntimeError(f"webhook {shown} unreachable: {secrets.redact(str(reason))}") from None
 
 
 @dataclass(frozen=True)
@@ -117,9 +134,12 @@ class Email:
     sender: str = "retrace@localhost"
     recipients: tuple[str, ...] = ()
     username: str = ""
-    password: str = ""
+    password: str = field(default="", repr=False)
     starttls: bool = False
     timeout_s: float = 10.0
+
+    def __post_init__(self):
+        secrets.register(self.password)
 
     @property
     def enabled(self) -> bool:
@@ -131,12 +151,16 @@ class Email:
         message["From"] = self.sender
         message["To"] = ", ".join(self.recipients)
         message.set_content(alert.text() + "\n\n" + json.dumps(alert.to_dict(), indent=2, default=str))
-        with smtplib.SMTP(self.host, self.port, timeout=self.timeout_s) as smtp:
-            if self.starttls:
-                smtp.starttls()
-            if self.username:
-                smtp.login(self.username, self.password)
-            smtp.send_message(message)
+        try:
+            with smtplib.SMTP(self.host, self.port, timeout=self.timeout_s) as smtp:
+                if self.starttls:
+                    smtp.starttls()
+                if self.username:
+                    smtp.login(self.username, self.password)
+                smtp.send_message(message)
+        except (smtplib.SMTPException, OSError) as e:  # a server's reply may echo what it was sent
+            raise RuntimeError(f"email via {self.host}:{self.port} not sent: "
+                               f"{secrets.redact(str(e) or type(e).__name__, [self.password])}") from None
 
 
 @dataclass(frozen=True)
@@ -158,35 +182,49 @@ class LogFile:
             f.flush()
 
 
-def sinks_from_env(environ=None) -> dict[str, Sink]:
-    """The three sinks as the RETRACE_ALERT_* variables configure them (unset: that sink is off)."""
+def sinks_from_env(lake: str, environ=None) -> dict[str, Sink]:
+    """The three sinks as the RETRACE_ALERT_* variables configure them (unset: that sink is off; the log file's
+    default is the lake's alert log)."""
     env = (os.environ if environ is None else environ).get
     return {
         "alert_webhook": Webhook(url=env("RETRACE_ALERT_WEBHOOK_URL", "")),
         "alert_email": Email(
-            host=env("RETRACE_ALERT_SMTP_HOST", ""), port=int(env("RETRACE_ALERT_SMTP_PORT", "25")),
+            host=env("RETRACE_ALERT_SMTP_HOST", ""), port=_port(env("RETRACE_ALERT_SMTP_PORT", "25")),
             sender=env("RETRACE_ALERT_EMAIL_FROM", "retrace@localhost"),
             recipients=tuple(a.strip() for a in env("RETRACE_ALERT_EMAIL_TO", "").split(",") if a.strip()),
             username=env("RETRACE_ALERT_SMTP_USER", ""), password=env("RETRACE_ALERT_SMTP_PASSWORD", ""),
             starttls=env("RETRACE_ALERT_SMTP_STARTTLS", "0") == "1"),
-        "alert_log": LogFile(path=env("RETRACE_ALERT_LOG", DEFAULT_LOG)),
+        "alert_log": LogFile(path=env("RETRACE_ALERT_LOG", "") or Lake(lake).alert_log),
     }
 
 
-def deliver(alert: Alert, sinks: list[Sink], log=None) -> list[str]:
-    """Send `alert` to every enabled sink; return the names of those that took it. A failing sink does
-    not stop the others; if every enabled sink fails, raise (a sensor's tick then fails and retries)."""
-    delivered, errors = [], []
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 < port < 65536:
+        raise ValueError(f"RETRACE_ALERT_SMTP_PORT: {text!r} is not a port number (1-65535)")
+    return port
+
+
+def deliver(alert: Alert, sinks: list[Sink], warn: Callable[[str], None] | None = None) -> list[str]:
+    """Send `alert` (its secrets hidden) to every enabled sink; return the names of those that took it. Each
+    failing sink is reported through `warn` (default: a line on stderr), redacted, and does not stop the
+    others; if every enabled sink fails, raise (a sensor's tick then fails and retries)."""
+    warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
+    alert, delivered, errors = alert.redacted(), [], []
     for sink in sinks:
         if not sink.enabled:
             continue
+        name = type(sink).__name__
         try:
             sink.send(alert)
-            delivered.append(type(sink).__name__)
+            delivered.append(name)
         except Exception as e:  # noqa: BLE001 - one sink's failure is reported, the others still deliver
-            errors.append(f"{type(sink).__name__}: {e}")
-            if log is not None:
-                log.warning(f"alert not delivered by {type(sink).__name__}: {e}")
+            error = secrets.redact(f"{name}: {e}")
+            errors.append(error)
+            warn(f"alert {alert.title!r} not delivered by {error}")
     if errors and not delivered:
         raise RuntimeError(f"no alert sink delivered {alert.title!r}: " + "; ".join(errors))
     return delivered

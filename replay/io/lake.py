@@ -6,6 +6,7 @@
     LAKE/jobs/<job>/outputs/<target>.lock          one writer of a target at a time
     LAKE/jobs/<job>/advice/                        `replay advise`'s report of the job
     LAKE/quality/                                  the data-quality checks' Great Expectations context
+    LAKE/alerts.jsonl                              the alerts' log file (replay.io.alerts), unless set elsewhere
 
 The spec's count/sum job is the job named `default` (`Job.spec`), so its outputs lie where any job's do. A lake
 written before jobs had that job's outputs under LAKE/outputs/<target>: `replay migrate` moves them once, and
@@ -89,6 +90,10 @@ class Lake:
     @property
     def quality(self) -> str:
         return os.path.join(self.root, "quality")
+
+    @property
+    def alert_log(self) -> str:
+        return os.path.join(self.root, "alerts.jsonl")
 
     def advice(self, job: str) -> str:
         return os.path.join(self._job_folder(job), "advice")

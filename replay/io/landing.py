@@ -160,7 +160,17 @@ class S3Landing(Landing):
         if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
             return PermissionError(f"access to landing {where} denied ({code}); check AWS_PROFILE or the "
                                    "AWS credentials in the environment")
+        if _unreachable(e):
+            return ConnectionError(f"cannot reach the S3 endpoint for landing {where} ({e}); check AWS_ENDPOINT_URL "
+                                   "(or the profile's endpoint) and the network")
         return RuntimeError(f"cannot list or read landing {where}: {e}")
+
+
+def _unreachable(e: Exception) -> bool:
+    """botocore's errors for an endpoint that does not answer (refused, timed out, unknown host)."""
+    from botocore.exceptions import ConnectionError as EndpointError
+
+    return isinstance(e, EndpointError)
 
 
 def s3_client():

@@ -124,7 +124,8 @@ def generate(out_dir: str, spec: StreamSpec, *, overwrite: bool = False, log=Non
     old = sorted(f for f in os.listdir(out_dir) if f.startswith("part-"))
     if old and not overwrite:
         raise FileExistsError(f"out_dir {out_dir!r} already holds {len(old)} part-* files "
-                              f"(e.g. {old[0]}); pass overwrite=True or use an empty folder")
+                              f"(e.g. {old[0]}); use an empty folder, or replace them with "
+                              "`replay generate --overwrite` (overwrite=True)")
     for f in old:
         os.remove(os.path.join(out_dir, f))
     events_ss, idle_ss, sensors_ss = np.random.SeedSequence(spec.seed).spawn(3)  # the first two as before

@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 from replay.io.lake import TargetDir
 from replay.io.runs import check_whole
 from replay.io.store import default_store
+from replay.model.jobs import SPEC_JOB
 
 HASHED = ("decisions", "windows", "dead_letters")
 
@@ -30,8 +31,9 @@ def target_hash(spark: SparkSession, where: TargetDir) -> str:
     for name in HASHED:
         path = where.table(name)
         if not store.exists(path):
-            raise FileNotFoundError(f"no {name} table at {path}; run `replay run --lake {where.lake} --target "
-                                    f"{where.target}` first")
+            job = "--policy POLICY_FILE" if where.job == SPEC_JOB else f"--job {where.job}"
+            raise FileNotFoundError(f"no {name} table at {path}; make the target first: `replay run --lake "
+                                    f"{where.lake} {job} --target {where.target}`")
         n, s = table_digest(store.read(spark, path))
         h.update(f"{name}:{n}:{s}\n".encode())
     return h.hexdigest()

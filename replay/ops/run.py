@@ -2,9 +2,7 @@
 the engine, commit the outputs. Every job, the spec's count/sum job (`Job.spec`) included, takes this path."""
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import time
 import uuid
 from contextlib import contextmanager
@@ -14,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from replay.engine import job_sql, metrics, pipeline as engine
-from replay.io import checkpoints, journal, locks
+from replay.io import checkpoints, faults, journal, locks
 from replay.io.lake import Lake, TargetDir
 from replay.io.paths import spark_path
 from replay.io.runs import describe, table_runs
@@ -91,6 +89,7 @@ def _run(spark: SparkSession, r: _Replay) -> RunSummary:
                    else (lambda df: _written(store, df, r.where.table("decisions"), r.metadata("decisions", lo, hi))))
     with progress(spark, "replay") as step, _removed(scratch):
         step("decisions")
+        faults.interrupt_point("replay")  # for the tests: a Ctrl-C here, or (replay+<seconds>) during the replay
         out = engine.replay(rows, r.job, flush=hi is None, since_seq=lo, materialize=materialize,
                             partitions=journal.declared_partitions(spark, r.lake, store),
                             continuing=engine.Continuing(cp and cp.state, history))
@@ -107,20 +106,12 @@ def _commit(spark: SparkSession, store: TableStore, r: _Replay, out: engine.Outp
         if name != "decisions" or partial:
             step(name)
             _write(store, out.tables()[name], r.where.table(name), name, span, r.metadata(name, lo, hi))
-        _interrupt_point(name)
+        faults.interrupt_point(name)
     step("metrics")
     # metrics cover the whole target: a range replay's are recomputed from its tables (cheap to scan); a
     # whole replay's tables are the ones just computed, whose decisions and dead letters are at hand
     hourly = target_metrics(spark, store, r.where) if partial else out.metrics
     store.write(hourly, r.where.table("metrics"), mode="overwrite", metadata=r.metadata("metrics", lo, hi))
-
-
-def _interrupt_point(name: str) -> None:
-    """Fault injection for the tests: RETRACE_INTERRUPT_AT=<table> sends this process a Ctrl-C (SIGINT)
-    right after that table's commit."""
-    if os.environ.get("RETRACE_INTERRUPT_AT") == name:
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(5)  # the signal is delivered here
 
 
 def seq_bounds(rows: DataFrame, start: str | None, end: str | None) -> tuple[int | None, int | None]:

@@ -4,6 +4,7 @@ alert."""
 from __future__ import annotations
 
 import json
+import re
 
 import dagster as dg
 import pytest
@@ -34,10 +35,11 @@ def test_webhook_posts_slack_compatible_json(http_receiver):
                       "*Check*\nwindow_rows_unique", "*Severity*\nERROR"]
 
 
-def test_webhook_error_names_the_url_and_status():
+def test_webhook_error_names_the_urls_host_and_the_status_but_not_its_path_the_token():
     receiver = HttpReceiver(status=500)
+    host = receiver.url.split("/hooks/")[0]
     try:
-        with pytest.raises(RuntimeError, match=f"webhook {receiver.url} answered 500"):
+        with pytest.raises(RuntimeError, match=re.escape(f"webhook {host}/*** answered 500")):
             WebhookAlertSink(url=receiver.url).send(ALERT)
     finally:
         receiver.close()
@@ -79,8 +81,8 @@ def test_unconfigured_sinks_are_off_and_a_failing_sink_does_not_stop_the_others(
 
 
 def test_the_sinks_deliver_without_dagster_as_the_environment_configures_them(http_receiver, tmp_path):
-    sinks = alerts.sinks_from_env({"RETRACE_ALERT_WEBHOOK_URL": http_receiver.url,
-                                   "RETRACE_ALERT_LOG": str(tmp_path / "alerts.jsonl")})
+    sinks = alerts.sinks_from_env(str(tmp_path / "lake"), {"RETRACE_ALERT_WEBHOOK_URL": http_receiver.url,
+                                                           "RETRACE_ALERT_LOG": str(tmp_path / "alerts.jsonl")})
     assert not sinks["alert_email"].enabled  # no SMTP host: off
     assert deliver(ALERT, list(sinks.values())) == ["Webhook", "LogFile"]
     assert http_receiver.take()["json"]["text"] == ALERT.slack()["text"]
@@ -139,3 +141,61 @@ def test_the_check_sensor_keeps_its_cursor_when_no_sink_takes_the_alert(late, ht
     check_failure_alert(context)
     assert json.loads(context.cursor)["low"] >= failed_id
     assert [p for p in http_receiver.drain() if "late_events" in p["json"]["text"]]
+
+
+SECRET_TOKEN, SMTP_PASSWORD, AWS_SECRET = "xoxb-t0ken-9f8e7d", "smtp-pa55-4c3b", "aws-s3cret-2a1b0c"
+
+
+@dg.asset(partitions_def=dg.HourlyPartitionsDefinition(start_date="2024-01-01-00:00"))
+def leaky_landing():
+    import os
+
+    raise PermissionError(f"landing denied with key {os.environ['AWS_SECRET_ACCESS_KEY']}")
+
+
+def test_the_run_failure_sensor_reports_each_failing_sink_and_never_shows_a_secret(monkeypatch, capfd, caplog,
+                                                                                     tmp_path):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
+    dead, mail = HttpReceiver(), HttpReceiver()
+    dead.close()
+    mail.close()  # nothing listens on either port any more
+    webhook = f"http://127.0.0.1:{dead.server.server_address[1]}/services/T0/B0/{SECRET_TOKEN}?sig={SECRET_TOKEN}"
+    sinks = {"alert_webhook": WebhookAlertSink(url=webhook),
+             "alert_email": EmailAlertSink(host="127.0.0.1", port=mail.server.server_address[1], username="ops",
+                                           password=SMTP_PASSWORD, recipients=["oncall@example.test"]),
+             "alert_log": LogFileAlertSink(path=str(tmp_path / "alerts.jsonl"))}
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize([leaky_landing], instance=instance, partition_key="2024-01-01-03:00", raise_on_error=False)
+    context = dg.build_run_status_sensor_context(
+        sensor_name="retrace_run_failure_alert", dagster_instance=instance, dagster_run=result.dagster_run,
+        dagster_event=result.get_run_failure_event(), resources=sinks).for_run_failure()
+    capfd.readouterr()
+    caplog.clear()
+    run_failure_alert(context)
+    captured = capfd.readouterr()
+    outputs = {"stdout": captured.out, "stderr": captured.err, "logs": caplog.text,
+               "alert log": (tmp_path / "alerts.jsonl").read_text()}
+    for where, text in outputs.items():
+        for secret in (SECRET_TOKEN, SMTP_PASSWORD, AWS_SECRET):
+            assert secret not in text, (where, secret, text[-2000:])
+    warned = [line for line in (captured.err + caplog.text).splitlines() if "not delivered by" in line]  # its log
+    assert any("Webhook" in w and f"127.0.0.1:{dead.server.server_address[1]}/***" in w for w in warned), warned
+    assert any("Email" in w and "not sent" in w for w in warned), warned
+    logged = json.loads(outputs["alert log"])
+    assert "landing denied with key ***" in logged["message"]  # the run's error, its secret hidden
+
+
+def test_the_check_sensor_never_shows_a_secret_when_no_sink_delivers(late, capfd, caplog):
+    dead = HttpReceiver()
+    dead.close()
+    failing = {"alert_webhook": WebhookAlertSink(url=f"{dead.url}/{SECRET_TOKEN}"), "alert_email": EmailAlertSink(),
+               "alert_log": LogFileAlertSink()}
+    context = dg.build_sensor_context(instance=late.instance, resources=failing,
+                                      definitions=definitions(late.retrace, failing))
+    capfd.readouterr()
+    skipped = check_failure_alert(context)
+    captured = capfd.readouterr()
+    assert "not delivered" in skipped.skip_message
+    for where, text in {"skip reason": skipped.skip_message, "stdout": captured.out, "stderr": captured.err,
+                        "logs": caplog.text}.items():
+        assert SECRET_TOKEN not in text and "/hooks/retrace" not in text, (where, text[-2000:])
