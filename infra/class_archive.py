@@ -1,9 +1,10 @@
-"""Write the JVM class archive that makes every local Spark driver start faster (infra/setup.sh runs this).
+"""Record the JVM class archive with a small run of its own (the test command's set-up, when no demo recorded one).
 
 A cold driver spends seconds loading and verifying Spark's classes. Java's application class-data
 sharing keeps them, parsed, in one file: the driver maps it instead (session start 5.8 s -> 3.2 s on the
-2-core machine). The archive is recorded by a driver that ingests and replays a tiny stream, so it
-holds the classes an ingest, a replay and the Delta commits load; `replay.io.spark` uses it when it is there.
+2-core machine). `infra/setup.sh` records it while its first demo runs (replay/io/class_archive.py); this script
+records it from a driver that ingests and replays a tiny stream, so it holds the classes an ingest, a replay and
+the Delta commits load. `replay.io.spark` uses it when it is there.
 """
 import os
 import sys
@@ -13,16 +14,14 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from replay.io.spark import CLASS_ARCHIVE, DRIVER_JAVA_OPTIONS  # noqa: E402
+from replay.io import class_archive  # noqa: E402
+from replay.io.spark import CLASS_ARCHIVE  # noqa: E402
 
 
 def main(archive: str = CLASS_ARCHIVE) -> None:
     began = time.perf_counter()
     os.makedirs(os.path.dirname(archive), exist_ok=True)
-    partial = archive + ".partial"
-    if os.path.exists(partial):
-        os.remove(partial)
-    from pyspark import SparkContext
+    os.environ[class_archive.RECORD] = archive  # this process's driver records instead of mapping an old archive
 
     from replay.io.journal import SourceFields, ingest
     from replay.io.lake import Lake
@@ -33,9 +32,7 @@ def main(archive: str = CLASS_ARCHIVE) -> None:
     from replay.ops.hashing import target_hash
     from replay.ops.run import run
 
-    # these options replace get_spark's own, so an old archive is not mapped while a new one is recorded
-    options = f"{DRIVER_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={partial} -Xlog:cds=off -Xlog:cds+dynamic=off"
-    spark = get_spark("retrace-class-archive", conf={"spark.driver.extraJavaOptions": options})
+    spark = get_spark("retrace-class-archive")
     with tempfile.TemporaryDirectory(prefix="retrace-class-archive-") as work:
         landing, lake = os.path.join(work, "landing"), os.path.join(work, "lake")
         generate(landing, StreamSpec(2000, partitions=4, keys=50, files=2, seed=0, shape="sensors"))
@@ -48,15 +45,10 @@ def main(archive: str = CLASS_ARCHIVE) -> None:
         run(spark, lake, job)
         target_hash(spark, Lake(lake).target(spec.name, "production"))
     spark.stop()
-    jvm = SparkContext._gateway.proc  # the driver writes the archive as it exits: end it, and wait
-    jvm.stdin.close()
-    jvm.wait(timeout=300)
-    if not os.path.isfile(partial):
-        raise SystemExit(f"setup: the JVM wrote no class archive at {partial}")
-    os.replace(partial, archive)
-    size = os.path.getsize(archive) / 2**20
-    print(f"setup: JVM class archive {archive} ({size:.0f} MiB) in {time.perf_counter() - began:.0f} s",
-          file=sys.stderr)
+    class_archive.finish(archive)
+    if not os.path.isfile(archive):
+        raise SystemExit(f"setup: the JVM wrote no class archive at {archive}")
+    print(f"setup: the class archive's run took {time.perf_counter() - began:.0f} s in all", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
 # README command 1: set up a fresh machine and run the main job on embedded defaults.
-#   - Java 17 (installed with apt-get where it is missing), Python 3.11
-#   - Debian's chromium and chromium-driver (apt-get, where missing): the UI tests drive the Dagster UI headless
-#   - Maven (apt-get, where missing), then the JVM jars into infra/jars/ (git-ignored), once:
-#     infra/jars/spark (delta-spark, Spark's Kafka source: on every SparkSession's spark.jars) and
-#     infra/jars/kafka-broker (the single-node Kafka broker the tests start); nothing is downloaded at run time
-#   - a JVM class archive of Spark's classes (infra/jars/jvm), so every local Spark driver starts sooner
+#   - Java 17 and Maven (apt-get, where missing), Python 3.11
 #   - .venv at the repo root with the pinned dependencies (infra/constraints.txt) and `replay`
-#   - then `replay demo`: generate a sample stream, ingest it, replay it, print a summary
-# `--no-demo` stops after the installation (the test command uses it).
+#   - the JVM jars into infra/jars/spark (git-ignored), once: delta-spark, Spark's Kafka source and hadoop-aws
+#     (s3a:// paths), on every SparkSession's spark.jars; nothing is downloaded at run time
+#   - then `replay demo`: generate a sample stream, ingest it, replay it, print a summary. The first demo also
+#     records the JVM class archive (infra/jars/jvm/classes.jsa) as its driver exits, so later local drivers start
+#     sooner; it is recorded again when the JVM, the jars or the Python packages change.
+# `--no-demo` stops after the installation. `--tests` (the test command, infra/test.sh) also installs what only the
+# tests need: the test packages, Debian's chromium and chromium-driver (UI tests), the Kafka broker's and S3Proxy's
+# jars (infra/jars/kafka-broker, infra/jars/s3proxy), and the class archive when no demo recorded one.
+# Each step is stamped: a second set-up downloads nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+demo=1; tests=""
+for arg in "$@"; do
+  case "$arg" in
+    --no-demo) demo="" ;;
+    --tests) tests=1 ;;
+    *) echo "setup: unknown option $arg (--no-demo, --tests)" >&2; exit 2 ;;
+  esac
+done
+began=$SECONDS
+step() { echo "setup: $1 ($((SECONDS - began)) s)" >&2; }
 
 sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
 apt_updated=""
@@ -21,63 +33,93 @@ apt_install() {
 
 need_java() { ! java -version 2>&1 | grep -q 'version "17'; }
 if need_java; then
-  echo "setup: installing OpenJDK 17" >&2
+  step "installing OpenJDK 17"
   apt_install openjdk-17-jre-headless
 fi
-
-if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
-  echo "setup: installing Debian's chromium and chromium-driver (headless UI tests)" >&2
-  apt_install chromium chromium-driver
-fi
-
 if ! command -v mvn >/dev/null 2>&1; then
-  echo "setup: installing Maven" >&2
+  step "installing Maven"
   apt_install maven
+fi
+if [ -n "$tests" ] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; }; then
+  step "installing Debian's chromium and chromium-driver (the UI tests drive the Dagster UI headless)"
+  apt_install chromium chromium-driver
 fi
 
 python=$(command -v python3.11 || command -v python3)
 "$python" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
 
 if [ ! -x .venv/bin/python ]; then
-  echo "setup: creating .venv" >&2
+  step "creating .venv"
   "$python" -m venv .venv
 fi
-# Python packages, installed once: while pyproject.toml and the constraints are unchanged (the stamp in .venv
-# records their checksum), a second set-up asks PyPI for nothing.
+# JVM jars, resolved once: a folder that is already complete (its .resolved stamp names the pom's checksum) is left
+# alone, so a second set-up asks Maven for nothing. Maven fetches them while pip installs the Python packages
+# (neither needs the other; pruning the Spark jars of what pyspark ships needs pyspark, so it waits for pip).
+pom_sum() { sha256sum "infra/maven/$1/pom.xml" | cut -d' ' -f1; }
+jar_folders=(spark); [ -z "$tests" ] || jar_folders+=(kafka-broker s3proxy)
+unresolved=()
+for name in "${jar_folders[@]}"; do
+  [ "$(cat "infra/jars/$name/.resolved" 2>/dev/null)" = "$(pom_sum "$name")" ] || unresolved+=("$name")
+done
+fetch_jars() {
+  local name=$1 dir=infra/jars/$1
+  rm -rf "$dir"
+  mvn -q -B -Dstyle.color=never -f "infra/maven/$name/pom.xml" \
+    org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$PWD/$dir" | sed 's/\x1b\[[0-9;]*m//g'  # Maven's colour codes
+}
+maven=""
+trap 'if [ -n "$maven" ]; then kill "$maven" 2>/dev/null || true; fi' EXIT  # a failed pip stops Maven too
+if [ ${#unresolved[@]} -gt 0 ]; then
+  step "resolving the ${unresolved[*]} jars with Maven into infra/jars (in the background)"
+  ( for name in "${unresolved[@]}"; do fetch_jars "$name"; done ) & maven=$!
+fi
+
+# Python packages, installed once: while pyproject.toml and the constraints are unchanged (a stamp in .venv records
+# their checksum, one for the main packages and one for the tests'), a second set-up asks PyPI for nothing.
+# --no-compile: Python compiles a module the first time it is imported, not all of every package at set-up.
 deps=$(cat pyproject.toml infra/constraints.txt | sha256sum | cut -d' ' -f1)
-if [ "$(cat .venv/.retrace-installed 2>/dev/null)" != "$deps" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -c infra/constraints.txt -e '.[test]'
+if [ -n "$tests" ] && [ "$(cat .venv/.retrace-installed-tests 2>/dev/null)" != "$deps" ]; then
+  step "installing the pinned Python packages and the tests' (pip)"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -c infra/constraints.txt -e '.[test]'
+  echo "$deps" > .venv/.retrace-installed
+  echo "$deps" > .venv/.retrace-installed-tests
+elif [ "$(cat .venv/.retrace-installed 2>/dev/null)" != "$deps" ]; then
+  step "installing the pinned Python packages (pip)"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -c infra/constraints.txt -e .
   echo "$deps" > .venv/.retrace-installed
 fi
-echo "setup: installed $(.venv/bin/python -c 'import pyspark, dagster, importlib.metadata as m; print("pyspark " + pyspark.__version__ + ", delta-spark " + m.version("delta-spark") + ", dagster " + dagster.__version__)')" >&2
+step "installed $(.venv/bin/python -c 'import importlib.metadata as m; print(", ".join(f"{p} {m.version(p)}" for p in ("pyspark", "delta-spark", "dagster")))')"
 
-# JVM jars, resolved once: a folder that is already complete (its .resolved stamp names the pom's checksum)
-# is left alone, so a second set-up asks Maven for nothing.
-resolve_jars() {
-  local name=$1 pom=infra/maven/$1/pom.xml dir=infra/jars/$1 sum
-  sum=$(sha256sum "$pom" | cut -d' ' -f1)
-  if [ "$(cat "$dir/.resolved" 2>/dev/null)" = "$sum" ]; then return; fi
-  echo "setup: resolving the $name jars with Maven into $dir" >&2
-  rm -rf "$dir"
-  mvn -q -B -Dstyle.color=never -f "$pom" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
-    -DincludeScope=runtime -DoutputDirectory="$PWD/$dir" | sed 's/\x1b\[[0-9;]*m//g'  # Maven's colour codes
-  if [ "$name" = spark ]; then .venv/bin/python infra/prune_jars.py "$dir"; fi
-  echo "$sum" > "$dir/.resolved"
-}
-resolve_jars spark
-resolve_jars kafka-broker
+if [ -n "$maven" ]; then
+  wait "$maven"  # a failed Maven fails the set-up here
+  maven=""
+  for name in "${unresolved[@]}"; do
+    if [ "$name" = spark ]; then .venv/bin/python infra/prune_jars.py infra/jars/spark; fi
+    pom_sum "$name" > "infra/jars/$name/.resolved"
+  done
+  step "resolved the ${unresolved[*]} jars"
+fi
 
-# The JVM class archive (infra/class_archive.py): recorded again when the JVM, the jars or the packages change.
-archive_key=$( (java -version 2>&1; cat infra/jars/spark/.resolved; echo "$deps"; cat infra/class_archive.py) | sha256sum | cut -d' ' -f1)
-if [ "$(cat infra/jars/jvm/.recorded 2>/dev/null)" != "$archive_key" ]; then
-  echo "setup: recording the JVM class archive (Spark drivers start seconds sooner)" >&2
-  mkdir -p infra/jars/jvm
+# The JVM class archive is current while the JVM, the jars, the packages and the code that records it are.
+archive_key=$( (java -version 2>&1; cat infra/jars/spark/.resolved; echo "$deps"; cat infra/class_archive.py \
+  replay/io/class_archive.py) | sha256sum | cut -d' ' -f1)
+archive_current() { [ "$(cat infra/jars/jvm/.recorded 2>/dev/null)" = "$archive_key" ]; }
+mkdir -p infra/jars/jvm
+
+if [ -n "$demo" ]; then
+  if archive_current; then
+    step "running the demo"
+    .venv/bin/replay demo
+  else
+    step "running the demo; its driver records the JVM class archive as it exits"
+    RETRACE_RECORD_CLASS_ARCHIVE="$PWD/infra/jars/jvm/classes.jsa" .venv/bin/replay demo
+    echo "$archive_key" > infra/jars/jvm/.recorded
+  fi
+elif [ -n "$tests" ] && ! archive_current; then
+  step "recording the JVM class archive (Spark drivers start seconds sooner)"
   .venv/bin/python infra/class_archive.py > infra/jars/jvm/record.log 2>&1 || { tail -30 infra/jars/jvm/record.log >&2; exit 1; }
-  tail -1 infra/jars/jvm/record.log >&2
+  tail -2 infra/jars/jvm/record.log >&2
   echo "$archive_key" > infra/jars/jvm/.recorded
 fi
-
-if [ "${1:-}" != "--no-demo" ]; then
-  .venv/bin/replay demo
-fi
+step "done"

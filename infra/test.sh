@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# README command 2: lint, then run the tests (sets up .venv first if it is missing or lacks the linters). Extra
-# arguments go to pytest.
+# README command 2: lint, then run the tests. Extra arguments go to pytest.
+# First the set-up with what only the tests need (infra/setup.sh --no-demo --tests: the test packages and linters,
+# Chromium and ChromeDriver, the Kafka broker's and S3Proxy's jars, the class archive); every step is stamped, so
+# after the first time this takes seconds and downloads nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x .venv/bin/replay ] && [ -x .venv/bin/lint-imports ] || bash infra/setup.sh --no-demo
+bash infra/setup.sh --no-demo --tests
 # lint first (a second or two): ruff's style, and import-linter's contract that Retrace's layers import downwards
 # only (pyproject.toml)
 .venv/bin/ruff check .

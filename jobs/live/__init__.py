@@ -25,11 +25,12 @@ def run_stream(spark: SparkSession, source: FileSource | KafkaSource, lake: str,
     """Run the live job over `source` for `jobs` (the first is the lead: `jobs.live.consumers`), `fields` naming
     the payload's event time and key. Holds the journal's lock and each job's target's (one writer at a time)."""
     from jobs.live.files import run_files
-    from jobs.live.kafka import run_kafka
+    from jobs.live.kafka import check_topic, run_kafka
 
+    topic = check_topic(spark, source) if isinstance(source, KafkaSource) else None  # a refused topic: lake untouched
     with writer_locks(lake, jobs, options.target, "stream"):
-        if isinstance(source, KafkaSource):
-            return run_kafka(spark, source, lake, tuple(jobs), options, fields)
+        if topic is not None:
+            return run_kafka(spark, source, lake, tuple(jobs), options, fields, topic)
         return run_files(spark, source, lake, tuple(jobs), options, fields)
 
 

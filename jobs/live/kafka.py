@@ -64,14 +64,22 @@ class KafkaStream(LiveStream):
         self.decide(new, len(per_partition), began)
 
 
+def check_topic(spark: SparkSession, source: KafkaSource) -> kafka.TopicInfo:
+    """The topic as the broker describes it, refused (before anything is written) when its timestamps are not
+    arrival times."""
+    info = kafka.describe(spark, source.bootstrap, source.topic)
+    kafka.check_arrival_time(info, source.trust_create_time)
+    return info
+
+
 def run_kafka(spark: SparkSession, source: KafkaSource, lake: str, jobs: tuple[Job, ...],
-              options: LiveOptions = LiveOptions(), fields: journal.SourceFields | None = None) -> StreamSummary:
+              options: LiveOptions = LiveOptions(), fields: journal.SourceFields | None = None,
+              info: kafka.TopicInfo | None = None) -> StreamSummary:
     """Micro-batches over the topic, from the offsets after the journal's, until it is caught up with the topic
     as it was at start (`until_idle`), `max_batches` were committed, or the process is stopped. The partition
     count is the topic's; a topic that is refused (CreateTime, not trusted) leaves the lake untouched."""
     began = time.perf_counter()
-    info = kafka.describe(spark, source.bootstrap, source.topic)
-    kafka.check_arrival_time(info, source.trust_create_time)
+    info = info or check_topic(spark, source)
     if options.partitions is not None and options.partitions != info.partitions:
         raise ValueError(f"--partitions {options.partitions} differs from the {info.partitions} partitions of topic "
                          f"{source.topic}")

@@ -16,6 +16,9 @@ def parser(commands: dict[str, Callable]) -> argparse.ArgumentParser:
                       ("hash", _hash), ("verify", _verify), ("diff", _diff), ("advise", _advise),
                       ("maintain", _maintain), ("migrate", _migrate), ("demo", _demo)):
         add(sub).set_defaults(fn=commands[name])
+    for command in sub.choices.values():
+        command.add_argument("-v", "--verbose", action="store_true",
+                             help="print the path of the command's log file (Spark's and Hadoop's lines)")
     return p
 
 

@@ -1,5 +1,6 @@
 """Failures a user can cause (a corrupt landing file, a path Spark cannot find, a broken Delta table) as one
-line for the terminal, naming the file and what to do; the full trace goes to a log file, never the screen."""
+line for the terminal, naming the file and what to do; the full trace goes to the command's log file, never the
+screen."""
 from __future__ import annotations
 
 import os
@@ -73,11 +74,19 @@ def one_line(e: BaseException, command: str) -> tuple[str, str]:
 
 
 def write_log(e: BaseException, command: str) -> str:
-    """The full Python (and JVM) trace in a new file under the temp dir; returns its path."""
+    """The full Python (and JVM) trace, added to the command's log file (beside Spark's own lines,
+    replay.io.driver_logs) or, with none named, in a new file under the temp dir; returns its path."""
+    from replay.io import driver_logs
+
+    trace = "".join(traceback.format_exception(e))
+    path = driver_logs.current()
+    if path:
+        driver_logs.append(path, f"replay {command} failed at {time.strftime('%Y-%m-%dT%H:%M:%S')}:\n{trace}")
+        return path
     folder = os.path.join(tempfile.gettempdir(), "retrace-logs")
     os.makedirs(folder, exist_ok=True)
     fd, path = tempfile.mkstemp(prefix=f"replay-{command}-{time.strftime('%Y%m%dT%H%M%S')}-", suffix=".log",
                                 dir=folder)
     with os.fdopen(fd, "w") as f:
-        f.write("".join(traceback.format_exception(e)))
+        f.write(trace)
     return path

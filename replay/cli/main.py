@@ -14,9 +14,7 @@ from replay.model.policy import PolicyError
 def _spark():
     from replay.io.spark import get_spark
 
-    spark = get_spark("retrace")
-    spark.sparkContext.setLogLevel("FATAL")  # a failure is one line on stderr and a log file (replay.cli.failures)
-    return spark
+    return get_spark("retrace")  # its log goes to the command's log file (replay.io.driver_logs), not the terminal
 
 
 def _say(label: str):
@@ -255,13 +253,18 @@ COMMANDS = {"generate": cmd_generate, "ingest": cmd_ingest, "run": cmd_run, "str
 
 
 def main(argv: list[str] | None = None) -> int:
+    from replay.io import driver_logs
     from replay.io.locks import LockBusy
     from replay.ops.progress import report_on
 
     args = parser(COMMANDS).parse_args(argv)
+    log = driver_logs.name_log(f"replay-{args.command}")  # Spark's lines, Python's warnings, a failure's trace
+    if args.verbose:
+        print(f"replay {args.command}: log file {log}", file=sys.stderr, flush=True)
     report_on(sys.stderr)  # long Spark steps tick on stderr, while the command runs
     try:
-        return args.fn(args)
+        with driver_logs.warnings_to(log):
+            return args.fn(args)
     except (PolicyError, ValueError, FileNotFoundError) as e:  # our own messages: already one clear line
         print(f"replay {args.command}: {e}", file=sys.stderr)
         return 2

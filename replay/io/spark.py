@@ -9,12 +9,15 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
+from replay.io import class_archive, driver_logs
+
 # The jars infra/setup.sh resolves with Maven (delta-spark, Spark's Kafka source); RETRACE_JARS points
 # elsewhere, e.g. at a folder shipped to a cluster. Nothing is resolved at run time.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # replay/io/spark.py
 JARS = os.environ.get("RETRACE_JARS") or os.path.join(ROOT, "infra", "jars", "spark")
-# Spark's classes, parsed once by infra/class_archive.py (set-up): a local driver maps them and starts
-# seconds sooner. Without the file, or when it no longer matches the JVM or jars, the driver loads them itself.
+# Spark's classes, parsed once by set-up's demo (replay/io/class_archive.py) or infra/class_archive.py (the tests'
+# set-up): a local driver maps them and starts seconds sooner. Without the file, or when it no longer matches the JVM
+# or jars, the driver loads them itself.
 CLASS_ARCHIVE = os.environ.get("RETRACE_CLASS_ARCHIVE") or os.path.join(ROOT, "infra", "jars", "jvm", "classes.jsa")
 DRIVER_JAVA_OPTIONS = "-Duser.timezone=UTC"
 # More options for a local driver's JVM, e.g. the tests' "-XX:TieredStopAtLevel=1" (see tests/conftest.py).
@@ -76,25 +79,26 @@ def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None,
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = SparkSession.builder.appName(app_name)
-    for k, v in PARQUET.items():  # a settings file may change them
-        builder = builder.config(k, v)
+    settings = {"spark.app.name": app_name, **PARQUET}  # a settings file may change the Parquet ones
     master = os.environ.get("SPARK_MASTER")
     if master:
-        builder = builder.master(master)
+        settings["spark.master"] = master
     elif not os.environ.get("SPARK_HOME_SUBMITTED"):
-        builder = builder.master("local[*]")
-        for k, v in {**LOCAL, "spark.driver.extraJavaOptions": _driver_java_options()}.items():
-            builder = builder.config(k, v)
+        settings.update({"spark.master": "local[*]", **LOCAL, "spark.driver.extraJavaOptions": _driver_java_options()})
     conf_file = conf_file or os.environ.get(SPARK_CONF)
-    for k, v in (spark_conf(conf_file) if conf_file else {}).items():
-        builder = builder.config(k, v)
+    settings.update(spark_conf(conf_file) if conf_file else {})
     # Python workers run the interpreter of the driver, so they see the same packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    for k, v in {**DETERMINISM, **DELTA, "spark.jars": ",".join(jars()), **(conf or {})}.items():
-        builder = builder.config(k, v)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    settings.update({**DETERMINISM, **DELTA, "spark.jars": ",".join(jars()), **(conf or {})})
+    # the driver's log4j configuration, whoever set its other JVM options (a caller, a cluster's settings file)
+    java = settings.get("spark.driver.extraJavaOptions", "")
+    settings["spark.driver.extraJavaOptions"] = " ".join(filter(None, [java, driver_logs.java_options()]))
+    started = driver_logs.launch_driver(settings, app_name)  # its output to a log file, not the terminal
+    if started and class_archive.recording():  # the archive is written as the driver exits: wait for it then
+        class_archive.finish_at_exit(class_archive.recording())
+    spark = SparkSession.builder.config(map=settings).getOrCreate()
+    if not started and os.environ.get("PYSPARK_GATEWAY_PORT"):  # spark-submit's JVM, with its own log4j settings
+        spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
@@ -120,6 +124,9 @@ def _driver_java_options(extra: str | None = None) -> str:
     """The local driver's JVM options: UTC, `extra` (None: RETRACE_JAVA_OPTIONS) and the class archive."""
     extra = os.environ.get(EXTRA_JAVA_OPTIONS, "") if extra is None else extra
     options = " ".join(filter(None, [DRIVER_JAVA_OPTIONS, extra.strip()]))
+    recording = class_archive.recording()  # set-up's demo records the archive (replay/io/class_archive.py)
+    if recording:
+        return f"{options} {class_archive.record_options(recording)}"
     if not os.path.isfile(CLASS_ARCHIVE):
         return options
     # -Xlog: a stale archive is skipped without a warning on every start

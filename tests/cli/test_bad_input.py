@@ -146,10 +146,7 @@ def test_a_landing_file_spark_cannot_read_fails_the_command_in_one_line_naming_i
     with open(path, "r+b") as f:  # the footer is intact, the first data pages are not
         f.seek(4)
         f.write(b"\xff" * 64)
-    try:
-        code = cli.main(["ingest", "--landing", landing, "--lake", lake])
-    finally:
-        spark.sparkContext.setLogLevel("ERROR")  # the command silences Spark's own log; the suite keeps it
+    code = cli.main(["ingest", "--landing", landing, "--lake", lake])
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("replay ingest:")]
     assert code == 2
     assert len(err) == 1 and path in err[0] and "full trace in" in err[0], err

@@ -27,7 +27,7 @@ print("rows", spark.range(3).count())
 
 
 def test_a_local_driver_starts_from_the_class_archive_setup_recorded():
-    assert os.path.isfile(spark_io.CLASS_ARCHIVE), f"no class archive at {spark_io.CLASS_ARCHIVE}: run infra/setup.sh"
+    assert os.path.isfile(spark_io.CLASS_ARCHIVE), f"no class archive at {spark_io.CLASS_ARCHIVE}: run infra/test.sh"
     done = subprocess.run([sys.executable, "-c", DRIVER], cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": ROOT})
     assert done.returncode == 0 and "rows 3" in done.stdout, done.stderr[-3000:]

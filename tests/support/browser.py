@@ -22,7 +22,7 @@ def browser(tmp_path_factory):
 
     for path in (CHROMIUM, CHROMEDRIVER):
         assert os.access(path, os.X_OK), \
-            f"{path} is missing: `apt-get install chromium chromium-driver` (infra/setup.sh)"
+            f"{path} is missing: `apt-get install chromium chromium-driver` (infra/test.sh)"
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in FLAGS:
