@@ -78,8 +78,7 @@ def test_journal_invariants_name_a_line_journaled_twice(spark, tmp_path):
     assert journal_violations(rows) == []
     doubled = rows.unionByName(rows.where("seq = 1"))  # what two unlocked ingests did: the same line, same seq
     problems = journal_violations(doubled)
-    assert [p.split(":")[0] for p in problems] == [
-        "seq not unique", "(source, source_line) not unique", "(partition, offset) within a landing file not unique"]
+    assert [p.split(":")[0] for p in problems] == ["seq not unique", "(source, source_line) not unique"]
     assert "source=a.jsonl, source_line=2 x2 (first at seq 1)" in problems[1]
 
 
