@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from jobs.live.options import FileSource, KafkaSource, LiveOptions
 from jobs.live.report import StreamSummary
+from replay.io import landing as landings
 from replay.io import locks
 from replay.io.journal import SourceFields
 from replay.io.lake import Lake
@@ -28,6 +29,8 @@ def run_stream(spark: SparkSession, source: FileSource | KafkaSource, lake: str,
     from jobs.live.kafka import check_topic, run_kafka
 
     topic = check_topic(spark, source) if isinstance(source, KafkaSource) else None  # a refused topic: lake untouched
+    if isinstance(source, FileSource):
+        landings.check_apart(source.landing, lake)  # a lake inside its landing: refused before any lock is made
     with writer_locks(lake, jobs, options.target, "stream"):
         if topic is not None:
             return run_kafka(spark, source, lake, tuple(jobs), options, fields, topic)

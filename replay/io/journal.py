@@ -93,6 +93,7 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
 
     `log(line)`, when given, hears what is done: files listed, lines parsed, rows written.
     `fields`: which payload fields hold the event time and the key (default `event_time`, `key`)."""
+    landings.check_apart(landing, lake)  # before the lock: a lake inside its landing is refused untouched
     with locks.hold(Lake(lake).journal_lock, "ingest"):
         return _ingest(spark, landing, lake, store or default_store(), log or (lambda line: None),
                        fields or SourceFields())
@@ -121,18 +122,18 @@ def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say
         return IngestResult([], len(files), 0, 0, 0, 0, None, changed)
     observed = manifest.observe(source, new)  # before reading: a file growing while it is read shows as changed
     to_read = [f for f in new if f not in zero]  # a 0-byte file is not even a valid Parquet file
-    if not to_read:
-        rows, lines = None, {}
-    elif isinstance(source, landings.LocalLanding) and not any(":" in source.path(f) for f in to_read):
-        rows, lines = normalize(_read_raw(spark, source.root, to_read, fields)), _line_counts(spark, source, to_read)
-    else:  # S3, or a local name with `:` (Hadoop cannot open it): read by Retrace's own data source
-        rows, lines = normalize(raw_from_lines(landings.read_lines(spark, landing, to_read), fields)), None
-    cached = None
-    if lines is None:  # Retrace's data source read them: count each file's lines first, on parsed rows kept
-        rows = cached = rows.persist()
-        lines = {r["source"]: r["lines"]
-                 for r in rows.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
-        say(f"parsed {sum(lines.values())} lines of {len(new)} files")
+    rows, lines, cached = None, {}, None
+    if isinstance(source, landings.LocalLanding) and to_read and not any(":" in source.path(f) for f in to_read):
+        lines = {f: n for f, n in _line_counts(spark, source, to_read).items() if n is not None}
+        if lines:
+            rows = normalize(_read_raw(spark, source.root, list(lines), fields))
+    others = [f for f in to_read if f not in lines]  # S3, a local name Hadoop cannot open (`:`), text not UTF-8
+    if others:  # read by Retrace's own data source: count each file's lines first, on parsed rows kept
+        cached = normalize(raw_from_lines(landings.read_lines(spark, landing, others), fields)).persist()
+        counted = {r["source"]: r["lines"]
+                   for r in cached.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
+        say(f"parsed {sum(counted.values())} lines of {len(others)} files")
+        rows, lines = cached if rows is None else rows.unionByName(cached), {**lines, **counted}
     empty = [f for f in new if not lines.get(f)]
     if empty:  # a file with no lines is journaled as one `empty` row, so it is read once
         rows = _empty_rows(spark, empty) if rows is None else rows.unionByName(_empty_rows(spark, empty))
@@ -215,27 +216,31 @@ def _format(name: str) -> str:
     return FORMATS[os.path.splitext(name)[1]]
 
 
-def _line_counts(spark: SparkSession, source: landings.Landing, files: list[str]) -> dict[str, int]:
+def _line_counts(spark: SparkSession, source: landings.Landing, files: list[str]) -> dict[str, int | None]:
     """Each local landing file's last line that holds a row (0: none), without parsing a row: a Parquet file's
     row count from its footer, a JSON-lines file's last non-blank line from its text alone. So seq is assigned
     in the same pass that parses and writes the rows (before: the parsed JSON rows were cached and counted
-    first, which cost more than the parse)."""
+    first, which cost more than the parse). None: a text file that is not UTF-8, which Retrace's data source
+    reads instead (it keeps an undecodable line's bytes; Spark's text reader would replace them)."""
     counts = {f: _footer(os.path.join(source.root, f)).num_rows for f in files if _format(f) == "parquet"}
     text = [f for f in files if _format(f) == "json"]
     if text:
         numbered = lambda line, i: F.when(_holds_row(line), i + 1).otherwise(0)  # noqa: E731
         lines = _json_lines(spark, os.path.abspath(source.root), text)
-        counts.update({r["source"]: r["lines"] for r in lines.select(
-            "source", F.array_max(F.transform("lines", numbered)).alias("lines")).collect()})
+        counts.update({r["source"]: r["lines"] if r["readable"] else None for r in lines.select(
+            "source", F.array_max(F.transform("lines", numbered)).alias("lines"), "readable").collect()})
     return counts
 
 
 def _json_lines(spark: SparkSession, root: str, files: list[str]) -> DataFrame:
-    """(source, lines): each JSON-lines file under folder `root` as one row, its text split into lines, without
-    a UTF-8 byte order mark (not data). What the line count and the rows both read."""
+    """(source, lines, readable): each JSON-lines file under folder `root` as one row, its text split into lines
+    (at `\\n` or `\\r\\n`), without a UTF-8 byte order mark (not data); `readable`: the file is UTF-8. What the
+    line count and the rows both read."""
     text = spark.read.text([spark_path(os.path.join(root, f)) for f in files], wholetext=True)
+    lines = F.split(F.regexp_replace("value", "^\ufeff", ""), "\n")
     return text.select(relative_name(root).alias("source"),
-                       F.split(F.regexp_replace("value", "^\ufeff", ""), "\n").alias("lines"))
+                       F.transform(lines, lambda line: F.regexp_replace(line, "\\r\\z", "")).alias("lines"),
+                       F.is_valid_utf8("value").alias("readable"))
 
 
 def _holds_row(line: Column) -> Column:

@@ -13,6 +13,7 @@ so a batch re-planned from Spark's offset log after a crash reads exactly the sa
 """
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -41,6 +42,7 @@ FORMATS = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".parquet": "pa
 NAME = "retrace_landing"
 SCHEMA = "source string, source_line long, line string"
 ARROW_SCHEMA = pa.schema([("source", pa.string()), ("source_line", pa.int64()), ("line", pa.string())])
+BASE64 = "base64:"  # marks a line that is not UTF-8 text, kept as its bytes in base64
 ROWS_PER_BATCH = 10_000  # Arrow batch size for Parquet rows turned into JSON text
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 
@@ -173,6 +175,37 @@ def _unreachable(e: Exception) -> bool:
     return isinstance(e, EndpointError)
 
 
+def check_apart(landing: str, lake: str) -> None:
+    """A landing and its lake lie apart: a landing holding the lake (or the same folder, or one inside the lake)
+    would journal the lake's own files, more at every ingest. Refused in one line, before anything is read."""
+    where = _place(landing)
+    lake_place = _place(lake)
+    if where is None or lake_place is None or where[0] != lake_place[0]:
+        return
+    a, b = where[1], lake_place[1]
+    if a == b:
+        problem = "is the lake's own folder"
+    elif b.startswith(a.rstrip("/") + "/"):
+        problem = "holds the lake"
+    elif a.startswith(b.rstrip("/") + "/"):
+        problem = "lies inside the lake"
+    else:
+        return
+    raise ValueError(f"landing {landing} {problem} ({lake}): its files would be journaled with the lake's; put the "
+                     f"lake and the landing in folders apart")
+
+
+def _place(uri: str) -> tuple[str, str] | None:
+    """(store, absolute path or bucket/key prefix) of a folder or an s3:// or s3a:// URI; None for anything else."""
+    if uri.startswith(("s3://", "s3a://")):
+        return "s3", uri.split("://", 1)[1].rstrip("/")
+    if uri.startswith("file://"):
+        uri = uri[len("file://"):]
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*:/", uri):
+        return None
+    return "local", os.path.realpath(os.path.abspath(uri))
+
+
 def s3_client():
     """A boto3 S3 client configured by the environment or profile only (endpoint, region, credentials)."""
     import boto3
@@ -193,14 +226,33 @@ def lines(landing: Landing, name: str) -> Iterator[pa.RecordBatch]:
 
 
 def _json_lines(name: str, data: bytes) -> pa.RecordBatch:
-    """Every line but blank ones (only spaces), numbered from 1, with its raw text (broken or not); a UTF-8
-    byte order mark at the start is not data."""
-    text = pa.array(data.decode("utf-8-sig", errors="replace").split("\n"), pa.string())  # BOM dropped
+    """Every line but blank ones (only spaces), numbered from 1, with its raw text (broken or not); lines end at
+    `\\n` or `\\r\\n`; a UTF-8 byte order mark at the start is not data. A line that is not UTF-8 is kept as
+    `base64:` and its bytes (bytes are never lost; it is journaled `malformed`)."""
+    try:
+        text = pa.array(data.decode("utf-8-sig").split("\n"), pa.string())  # BOM dropped
+        text = pc.replace_substring_regex(text, pattern="\\r\\z", replacement="")  # a CRLF line's \r
+    except UnicodeDecodeError:
+        text = pa.array([_line_text(line) for line in _split_bytes(data)], pa.string())
     keep = pc.not_equal(pc.utf8_trim(text, " "), "")
     numbers = pa.array(range(1, len(text) + 1), pa.int64()).filter(keep)
     kept = text.filter(keep)
     return pa.RecordBatch.from_arrays([pa.array([name] * len(kept), pa.string()), numbers, kept],
                                       schema=ARROW_SCHEMA)
+
+
+def _split_bytes(data: bytes) -> list[bytes]:
+    """A file's lines as bytes, without their ends (`\\n` or `\\r\\n`) or a UTF-8 byte order mark at its start."""
+    data = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+    return [line[:-1] if line.endswith(b"\r") else line for line in data.split(b"\n")]
+
+
+def _line_text(line: bytes) -> str:
+    """A line as text: itself when UTF-8, else `base64:` and its bytes."""
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return BASE64 + base64.b64encode(line).decode("ascii")
 
 
 def _parquet_lines(name: str, data: bytes) -> Iterator[pa.RecordBatch]:

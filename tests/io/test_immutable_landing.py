@@ -54,3 +54,36 @@ def test_new_files_are_recorded_with_their_size_and_an_untouched_landing_reports
     assert {n: r.size for n, r in recorded.items()} == {
         n: os.path.getsize(os.path.join(landing, n)) for n in os.listdir(landing)}
     assert ingest(spark, landing, lake).changed == []
+
+
+def _rewrite_middle(path: str, keep_mtime: bool) -> None:
+    """The same size, one byte changed halfway through; the modification time moved, or put back as it was."""
+    st = os.stat(path)
+    with open(path, "r+b") as f:
+        f.seek(st.st_size // 2)
+        byte = f.read(1)
+        f.seek(st.st_size // 2)
+        f.write(b"7" if byte != b"7" else b"8")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns if keep_mtime else st.st_mtime_ns + 1_000_000_000))
+    assert os.path.getsize(path) == st.st_size
+
+
+def test_a_same_size_change_in_the_middle_of_a_large_journaled_file_is_reported(spark, tmp_path):
+    """The checksum covers the whole file (issue 50, item 3): a file over 128 KiB changed in the middle."""
+    landing, lake = _landing(tmp_path, events=2000)
+    path = os.path.join(landing, "part-00000.jsonl")
+    assert os.path.getsize(path) > 128 * 1024
+    ingest(spark, landing, lake)
+    _rewrite_middle(path, keep_mtime=False)
+    r = ingest(spark, landing, lake)
+    assert [c.source for c in r.changed] == ["part-00000.jsonl"]
+
+
+def test_a_change_whose_writer_kept_the_modification_time_is_reported(spark, tmp_path):
+    """Checked whenever the file is listed, not only when its modification time moved (issue 50, item 3)."""
+    landing, lake = _landing(tmp_path)
+    ingest(spark, landing, lake)
+    _rewrite_middle(os.path.join(landing, "part-00001.jsonl"), keep_mtime=True)
+    r = ingest(spark, landing, lake)
+    assert [c.source for c in r.changed] == ["part-00001.jsonl"]
+    assert "checksum differs" in r.changed[0].what

@@ -266,3 +266,30 @@ def test_missing_landing_folder_raises_file_not_found_naming_it(spark, tmp_path,
     missing = str(tmp_path / "no-such-landing")
     with pytest.raises(FileNotFoundError, match=missing):
         ingest(spark, missing, lake)
+
+
+def test_an_undecodable_line_keeps_its_bytes(spark, tmp_path):
+    """Bytes are never lost (issue 50, item 13): a line that is not UTF-8 is `malformed`, its payload `base64:` and
+    the line's own bytes, as a Kafka record's that is not text."""
+    import base64
+
+    landing, lake = tmp_path / "landing", str(tmp_path / "lake")
+    landing.mkdir()
+    bad = GOOD.replace('"key": "a"', '"key": "k\xff\xfe"').encode("latin-1")
+    (landing / "part-00000.jsonl").write_bytes(GOOD.encode() + b"\n" + bad + b"\n")
+    r = ingest(spark, str(landing), lake)
+    assert (r.rows, r.events, r.malformed) == (2, 1, 1)
+    row = next(row for row in _journal_rows(spark, lake) if row["source_line"] == 2)
+    assert row["kind"] == "malformed"
+    assert row["payload"].startswith("base64:") and base64.b64decode(row["payload"][len("base64:"):]) == bad
+
+
+def test_a_crlf_file_ending_in_a_blank_line_journals_its_lines_and_nothing_else(spark, tmp_path):
+    """Windows line ends are line ends (issue 50, item 13): no `\\r` row, no `\\r` in a payload."""
+    landing, lake = tmp_path / "landing", str(tmp_path / "lake")
+    landing.mkdir()
+    second = GOOD.replace('"offset": 0', '"offset": 1')
+    (landing / "part-00000.jsonl").write_bytes(f"{GOOD}\r\n{second}\r\n\r\n".encode())
+    r = ingest(spark, str(landing), lake)
+    assert (r.rows, r.events, r.malformed) == (2, 2, 0)
+    assert [(row["source_line"], row["payload"]) for row in _journal_rows(spark, lake)] == [(1, GOOD), (2, second)]
