@@ -33,7 +33,7 @@ def run_stream(spark: SparkSession, source: FileSource | KafkaSource, lake: str,
         landings.check_apart(source.landing, lake)  # a lake inside its landing: refused before any lock is made
     with writer_locks(lake, jobs, options.target, "stream"):
         if topic is not None:
-            return run_kafka(spark, source, lake, tuple(jobs), options, fields, topic)
+            return run_kafka(spark, source, topic, lake, tuple(jobs), options, fields)
         return run_files(spark, source, lake, tuple(jobs), options, fields)
 
 

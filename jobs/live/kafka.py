@@ -72,14 +72,12 @@ def check_topic(spark: SparkSession, source: KafkaSource) -> kafka.TopicInfo:
     return info
 
 
-def run_kafka(spark: SparkSession, source: KafkaSource, lake: str, jobs: tuple[Job, ...],
-              options: LiveOptions = LiveOptions(), fields: journal.SourceFields | None = None,
-              info: kafka.TopicInfo | None = None) -> StreamSummary:
+def run_kafka(spark: SparkSession, source: KafkaSource, info: kafka.TopicInfo, lake: str, jobs: tuple[Job, ...],
+              options: LiveOptions = LiveOptions(), fields: journal.SourceFields | None = None) -> StreamSummary:
     """Micro-batches over the topic, from the offsets after the journal's, until it is caught up with the topic
     as it was at start (`until_idle`), `max_batches` were committed, or the process is stopped. The partition
-    count is the topic's; a topic that is refused (CreateTime, not trusted) leaves the lake untouched."""
+    count is the topic's (`info`: as `check_topic` described and accepted it, before any lock was taken)."""
     began = time.perf_counter()
-    info = info or check_topic(spark, source)
     if options.partitions is not None and options.partitions != info.partitions:
         raise ValueError(f"--partitions {options.partitions} differs from the {info.partitions} partitions of topic "
                          f"{source.topic}")
