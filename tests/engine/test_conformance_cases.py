@@ -101,3 +101,13 @@ def test_a_case_with_substreams_over_a_field_no_row_carries_is_refused():
                                                                "arrival_time": "2024-01-01T00:00:00Z"}]}
     with pytest.raises(PolicyError, match="substream_by: 'device' is not a field of the job; use one of key or null"):
         case_job(case)
+
+
+def test_a_case_whose_journal_has_a_source_punctuation_is_refused_naming_the_row():
+    """The engine acts on events and clocks only: a punctuation row would be passed over and the rest decided as if
+    it were not there, so a case with one is refused until the engine has issue 48's source punctuations."""
+    from replay.conformance import case_job
+
+    case = _load(os.path.join(ROOT, "tests", "conformance", "cases", "cti_punctuated_reset_by_source_punctuation.json"))
+    with pytest.raises(ValueError, match="journal row 4: kind 'punctuation' .* not supported by this engine yet"):
+        case_job(case)
