@@ -10,6 +10,7 @@ bash infra/setup.sh --no-demo --tests
 # only (pyproject.toml)
 .venv/bin/ruff check .
 PYTHONPATH=$PWD .venv/bin/lint-imports
-# two workers (pytest-xdist): much of a test's time is one JVM starting or one driver between Spark jobs, so a
-# second worker uses the core the first leaves idle; RETRACE_TEST_WORKERS=0 runs the suite in this process
-exec .venv/bin/python -m pytest -n "${RETRACE_TEST_WORKERS:-2}" "$@"
+# three workers (pytest-xdist) on two cores: a test's time is partly one JVM starting, a driver between Spark jobs or
+# a subprocess waited for, so a third worker fills what two leave idle (2026-11-28: 47 min with three, 72 with two);
+# RETRACE_TEST_WORKERS=0 runs the suite in this process
+exec .venv/bin/python -m pytest -n "${RETRACE_TEST_WORKERS:-3}" "$@"

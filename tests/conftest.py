@@ -1,5 +1,5 @@
 """One SparkSession per test process (start-up costs ~8 s), with few shuffle partitions and settings for small data
-(tests/support/session_settings.py); `infra/test.sh` runs two."""
+(tests/support/session_settings.py); `infra/test.sh` runs three."""
 from __future__ import annotations
 
 import gc
@@ -50,7 +50,7 @@ def lake(tmp_path):
     return str(tmp_path / "lake")
 
 
-# `infra/test.sh` runs the suite on two pytest-xdist workers. A group of tests runs on one worker: a file (its
+# `infra/test.sh` runs the suite on three pytest-xdist workers. A group of tests runs on one worker: a file (its
 # module fixtures start once), or the files that share a session fixture (it starts once). Test file names are
 # unique across the folders, so a file's name is its group.
 SHARED_SESSION_FIXTURES = {"test_backfill_webserver.py": "dagster_stack", "test_ui.py": "dagster_stack",
