@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from importlib import metadata
@@ -72,8 +73,14 @@ def _positive(text: str) -> int:
     return value
 
 
+def _folder(text: str) -> str:
+    """A local folder as an absolute path: Spark SQL resolves a table path (`delta.`lake/x``) on its own terms,
+    so a relative `--lake` would name no table."""
+    return os.path.abspath(text)
+
+
 def _lake(p: argparse.ArgumentParser, required: bool = True) -> None:
-    p.add_argument("--lake", required=required, metavar="DIR",
+    p.add_argument("--lake", required=required, metavar="DIR", type=_folder,
                    help="the lake folder: the journal, every job's targets, their locks (created by the first "
                         "ingest or stream)")
 
