@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from assets.partitions import HOURLY
+from assets.partitions import END_OF_JOURNAL, HOURLY
 from replay.io.lake import OUTPUT_TABLES
 from replay.model.jobs import Job, JobError
 from replay.model.policy import Policy, PolicyError
@@ -121,7 +121,7 @@ def _replayed(context: dg.AssetExecutionContext, config: ReplayConfig, job: Job)
     summary = run(spark, retrace.lake, this, target=where.target, start=start, end=end)
     common = {"job": job.name, "origin": job.origin, "target": where.target, "from": start, "to": end,
               "seq_from": summary.seq_from if summary.seq_from is not None else 0,
-              "seq_to": summary.seq_to if summary.seq_to is not None else -1,
+              "seq_to": summary.seq_to if summary.seq_to is not None else END_OF_JOURNAL,
               "policy": dg.MetadataValue.json(this.policy.to_dict()),
               "policy_override": dg.MetadataValue.json(config.policy_override or {}),
               "seconds": round(summary.seconds, 2)}

@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from assets import quality_tables as tables
+from assets.partitions import END_OF_JOURNAL
 from assets.quality_tables import EVENT_REASONS, Target
 from replay.io.lake import Lake
 from replay.model.durations import format_duration, parse_duration
@@ -228,7 +229,7 @@ def windows_emitted_once(t: Target) -> Outcome:
     counts = {"windows_in_range": totals["n"], "events_in_range_windows": int(totals["s"] or 0),
               "windows_due": due["n"], "events_due": int(due["s"] or 0),
               "missing_windows": observed[0], "miscounted_windows": observed[1],
-              "seq_from": wt.seq_lo, "seq_to": -1 if wt.seq_hi is None else wt.seq_hi}
+              "seq_from": wt.seq_lo, "seq_to": END_OF_JOURNAL if wt.seq_hi is None else wt.seq_hi}
     return _outcome("windows_emitted_once", result, counts, None, t)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from importlib import metadata
@@ -17,7 +18,7 @@ def parser(commands: dict[str, Callable]) -> argparse.ArgumentParser:
     p.add_argument("--version", action=_Version, help="print the versions of Retrace and what it runs on, and exit")
     sub = p.add_subparsers(dest="command", required=True)
     for name, add in (("generate", _generate), ("ingest", _ingest), ("run", _run), ("stream", _stream),
-                      ("hash", _hash), ("verify", _verify), ("diff", _diff), ("advise", _advise),
+                      ("hash", _hash), ("show", _show), ("verify", _verify), ("diff", _diff), ("advise", _advise),
                       ("maintain", _maintain), ("migrate", _migrate), ("demo", _demo), ("doctor", _doctor)):
         add(sub).set_defaults(fn=commands[name])
     for command in sub.choices.values():
@@ -72,8 +73,14 @@ def _positive(text: str) -> int:
     return value
 
 
+def _folder(text: str) -> str:
+    """A local folder as an absolute path: Spark SQL resolves a table path (`delta.`lake/x``) on its own terms,
+    so a relative `--lake` would name no table."""
+    return os.path.abspath(text)
+
+
 def _lake(p: argparse.ArgumentParser, required: bool = True) -> None:
-    p.add_argument("--lake", required=required, metavar="DIR",
+    p.add_argument("--lake", required=required, metavar="DIR", type=_folder,
                    help="the lake folder: the journal, every job's targets, their locks (created by the first "
                         "ingest or stream)")
 
@@ -187,6 +194,22 @@ def _hash(sub) -> argparse.ArgumentParser:
     _target(h, "the target to hash")
     _job_of_tables(h)
     return h
+
+
+def _show(sub) -> argparse.ArgumentParser:
+    s = sub.add_parser("show", help="print a few rows of a target's windows, decisions or dead letters, for a time "
+                                    "range and a key")
+    _lake(s)
+    _job_of_tables(s)
+    _target(s, "the target to read")
+    s.add_argument("--table", choices=("windows", "decisions", "dead_letters"), default="windows",
+                   help="which table (default windows)")
+    s.add_argument("--from", dest="start", help="ISO time: windows starting, or rows arriving, from here on")
+    s.add_argument("--to", dest="end", help="ISO time: windows starting, or rows arriving, before this")
+    s.add_argument("--key", help="only the rows of this key")
+    s.add_argument("--limit", type=_positive, default=20, help="print at most this many rows (default 20)")
+    s.add_argument("--json", action="store_true", help="print one JSON object per row instead of a table")
+    return s
 
 
 def _verify(sub) -> argparse.ArgumentParser:

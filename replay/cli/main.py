@@ -186,6 +186,22 @@ def cmd_hash(a) -> int:
     return 0
 
 
+def cmd_show(a) -> int:
+    from replay.io.lake import check_target
+    from replay.ops.show import Query, show
+
+    job = _job_of_tables(a)  # bad input fails here, before Spark starts
+    check_target(a.target)
+    _check_range(a)
+    shown = show(_spark(), a.lake, job, a.target, Query(a.table, a.start, a.end, a.key, a.limit))
+    if a.json:
+        for row in shown.rows:
+            print(json.dumps(row, default=str))  # exact sums are decimals: as their text
+    else:
+        print(shown.text())
+    return 0
+
+
 def cmd_verify(a) -> int:
     from replay.io.lake import check_target
     from replay.ops.verify import verify
@@ -272,7 +288,7 @@ def cmd_demo(a) -> int:
 
 
 COMMANDS = {"generate": cmd_generate, "ingest": cmd_ingest, "run": cmd_run, "stream": cmd_stream, "hash": cmd_hash,
-            "verify": cmd_verify, "diff": cmd_diff, "advise": cmd_advise, "maintain": cmd_maintain,
+            "show": cmd_show, "verify": cmd_verify, "diff": cmd_diff, "advise": cmd_advise, "maintain": cmd_maintain,
             "migrate": cmd_migrate, "demo": cmd_demo, "doctor": cmd_doctor}
 
 

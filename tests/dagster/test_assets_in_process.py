@@ -58,6 +58,8 @@ def test_a_shadow_target_with_a_policy_override_leaves_production_alone(spark, r
     m = _metadata(result, "default/windows")
     expected = Policy.from_dict({**Policy.from_yaml(POLICY_FILE).to_dict(), **override}).to_dict()
     assert m["target"] == "shadow-what-if" and m["policy"] == expected and m["rows"] > 0
+    # the hour holds the whole journal: its seq range runs to the end, said so (not a seq of -1)
+    assert (m["seq_from"], m["seq_to"]) == (0, "end of journal")
     assert {mat.asset_key.to_user_string() for mat in result.asset_materializations_for_node(OUTPUTS.op.name)} == \
         set(KEYS)
     assert all(os.path.isdir(target_dir(retrace.lake, "shadow-what-if").table(t)) for t in OUTPUT_TABLES)

@@ -2,6 +2,9 @@
 pruned to the last N, and vacuum keeps time travel working within the retention."""
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 from pyspark.sql import functions as F
 
@@ -70,3 +73,13 @@ def test_the_dagster_maintenance_job_records_what_it_did(spark, fragmented):
     assert metadata["tables"].value == 7 and metadata["retention"].value == "7d"
     assert {"files_before", "files_after", "bytes_before", "bytes_after", "files_vacuumed", "tables_detail",
             "report"} <= set(metadata)
+
+
+def test_maintain_takes_a_lake_path_relative_to_the_working_folder(spark, fragmented, monkeypatch, capsys):
+    """Spark SQL's `OPTIMIZE delta.`path`` names no table by a relative path: the command makes it absolute."""
+    from replay.cli import main as cli
+
+    monkeypatch.chdir(os.path.dirname(fragmented))
+    assert cli.main(["maintain", "--lake", os.path.basename(fragmented)]) == 0, capsys.readouterr().err
+    report = json.loads(capsys.readouterr().out)
+    assert "jobs/default/outputs/production/decisions" in {t["table"] for t in report["tables"]}
