@@ -79,7 +79,7 @@ def engine_case(spark: SparkSession, case: dict) -> dict:
     from replay.engine import pipeline as engine
 
     job = case_job(case)
-    out = engine.replay(journal.from_rows(spark, case["journal"]), job.policy, job=job)
+    out = engine.replay(journal.from_rows(spark, case["journal"]), job)
     tables = {"decisions": out.decisions, "windows": out.windows, "dead_letters": out.dead_letters}
     result = {"name": case.get("name"), **{t: _rows(tables[t], f) for t, f in SHAPES.items()}}
     out.unpersist()

@@ -65,9 +65,8 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
     step = _Step(live, job, cp.batch + 1, batch.span)
     journaled = live.store.read(live.spark, Lake(live.lake).journal)
     history = live.earlier.history(journaled, cp.state.seq, batch.span)  # where duplicate (partition, offset) are
-    out = engine.replay(batch.rows, job.policy, flush=True, state=cp.state, partitions=live.source_partitions,
-                        keep_state=True, history=history, job=job, rows_at_most=batch.span["n"],
-                        materialize=step.committed_decisions)
+    out = engine.replay(batch.rows, job, partitions=live.source_partitions, rows_at_most=batch.span["n"],
+                        materialize=step.committed_decisions, continuing=engine.Continuing(cp.state, history, True))
     tables = out.tables()
     late = diagnostics.late_events(tables["decisions"], batch.rows) if lead else None
     for name in ("dead_letters", "watermarks"):

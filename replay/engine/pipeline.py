@@ -172,37 +172,74 @@ BROADCAST_REPEATS = 1_000_000  # repeated (partition, offset) pairs up to which 
 _PREPARED = ("seq", "partition", "offset", "kind", "arrival", "et", "key", "value")
 
 
-def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq: int | None = None,
-           materialize: Callable[[DataFrame], DataFrame] | None = None, state: State | None = None,
-           partitions: list[int] | None = None, keep_state: bool = False,
-           history: DataFrame | None = None, job: Job | None = None, rows_at_most: int | None = None) -> Outputs:
-    """Run the spec over `journal` (rows with seq, partition, offset, kind, arrival_time, event_time,
+@dataclass(frozen=True)
+class Continuing:
+    """Where journal rows continue from: a checkpoint's `state` and the journal rows before them (`history`, where
+    earlier copies of a (partition, offset) are); `keep_state` also computes the state after them (the next batch's)."""
+
+    state: State | None = None
+    history: DataFrame | None = None
+    keep_state: bool = False
+
+
+def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int | None = None,
+           materialize: Callable[[DataFrame], DataFrame] | None = None, partitions: list[int] | None = None,
+           rows_at_most: int | None = None, continuing: Continuing | None = None) -> Outputs:
+    """Run the spec for `job` over `journal` (rows with seq, partition, offset, kind, arrival_time, event_time,
     key, value). `flush`: the journal is complete, so open windows are flushed (if the policy says so).
     `since_seq`: keep only outputs of rows from this seq on (the history before it still counts).
     `materialize`: how the decisions (decision_rows), which every other output reads, are kept (default:
     persisted); the runner writes them as the decisions table and reads that back.
-    `state`: the state after the rows before `journal` (a checkpoint); `Outputs.state` is the state after it.
     `partitions`: the partitions of the source, when known up front (else: those with rows).
-    `keep_state`: also compute the state after the last row (`Outputs.state`), for the next batch.
-    `history`: the journal rows before `journal` (with `state`), where duplicate (partition, offset) are found.
-    `job`: a user's job (fields, filter, grouping, aggregates) on this policy; default: the spec's count/sum.
     `rows_at_most`: a bound on `journal`'s rows, when the caller knows one (a live batch): outputs sized by
-    it are not counted first."""
+    it are not counted first. `continuing`: a live batch, or a replay from a checkpoint (`Outputs.state` is then
+    the state after the rows, when asked for)."""
+    policy, c = job.policy, continuing or Continuing()
     unsupported = _unsupported(policy)
     if unsupported:
         raise ValueError(f"policy: {unsupported} is not supported by this engine yet")
-    custom = job is not None and not job.is_spec
-    whole = state is None and history is None  # not a live batch, nor a replay from a checkpoint
-    state = state or State()
-    prepared = prepare(journal, history, whole, policy)
-    rows, repeats, backward = prepared.rows, prepared.cached, prepared.backward
-    d = watermarks.decide(rows, policy, state, partitions, prepared.maxima, prepared.lying)
+    state = c.state or State()
+    prepared = prepare(journal, c.history, c.state is None and c.history is None, policy)
+    d = watermarks.decide(prepared.rows, policy, state, partitions, prepared.maxima, prepared.lying)
     if d is None:
-        for df in repeats:
+        for df in prepared.cached:
             df.unpersist()
-        return _empty(journal, state, materialize, job if custom else None)
-    decided, cached = d.rows, [d.rows, *repeats]
+        return _empty(journal, state, materialize, None if job.is_spec else job)
+    cached = [d.rows, *prepared.cached]
     scopes_before = {s: state.scope(s) for s in _scopes(policy, d.wp_start.values)}
+    full, raised = _with_output_watermark(d, policy, state, scopes_before, cached)
+    rows = decision_rows(full)
+    if job.fields:  # the decisions table carries the job's fields
+        rows = rows.join(job_sql.fields(journal, job), "seq", "left")
+    if materialize is None:
+        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(rows)
+    else:
+        rows = materialize(rows)
+    full = engine_rows(rows)
+    win, dead, still_open = _windows_and_dead(journal, rows, full, job, flush, state, since_seq, cached)
+    dead = dead.persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(dead)
+    before = {p: v.wp for p, v in state.partitions.items()}
+    timeline = watermarks.timeline(_in_range(full, since_seq), before=before).select(
+        "partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
+        _instant("wp").alias("watermark"), _instant("output_watermark").alias("output_watermark"),
+    )
+    after = _state_after(full, policy, d, state, scopes_before, raised, still_open) if c.keep_state else None
+    decisions = _in_range(rows, since_seq)
+    # the metrics count dead letters, which need no raw text: they skip the join with the journal
+    hourly = metrics.hourly(decisions, dead, prepared.backward if since_seq is None else None)
+    return Outputs(decisions, win, _with_raw(dead, journal, rows_at_most), timeline, hourly, cached, after)
+
+
+def _in_range(df: DataFrame, since_seq: int | None) -> DataFrame:
+    return df if since_seq is None else df.where(F.col("seq") >= since_seq)
+
+
+def _with_output_watermark(d: watermarks.Decided, policy: Policy, state: State, scopes_before: dict[int, ScopeState],
+                           cached: list[DataFrame]) -> tuple[DataFrame, DataFrame | None]:
+    """The decided rows with their output watermark; with an idle timeout, what raises it (spec 6) too."""
+    decided = d.rows
     if policy.idle_timeout is not None and policy.window is not None:
         decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(decided)
@@ -214,53 +251,34 @@ def replay(journal: DataFrame, policy: Policy, *, flush: bool = True, since_seq:
         raised, raise_start = None, None  # no idle timeout: nothing raises the output watermark
     full = watermarks.output_watermark(decided, policy, d.wp_start, raise_start,
                                        {s: v.raised for s, v in scopes_before.items()})
-    rows = decision_rows(full)
-    if custom and job.fields:  # the decisions table carries the job's fields
-        rows = rows.join(job_sql.fields(journal, job), "seq", "left")
-    if materialize is None:
-        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(rows)
-    else:
-        rows = materialize(rows)
-    full = engine_rows(rows)
+    return full, raised
 
-    in_range = (lambda df: df) if since_seq is None else (lambda df: df.where(F.col("seq") >= since_seq))
-    decisions = in_range(rows)
-    dropped = in_range(full).where(F.col("action").isin("dropped", "quarantined")).select(
+
+def _windows_and_dead(journal: DataFrame, rows: DataFrame, full: DataFrame, job: Job, flush: bool, state: State,
+                      since_seq: int | None, cached: list[DataFrame]) -> tuple[DataFrame, DataFrame, DataFrame | None]:
+    """The windows (spec 5), the dead letters without their raw text (dropped, closed-window and malformed rows),
+    and the windows still open after the rows."""
+    policy = job.policy
+    dropped = _in_range(full, since_seq).where(F.col("action").isin("dropped", "quarantined")).select(
         "seq", "partition", "offset", last_reason().alias("reason"),
         F.lit(None).cast("timestamp").alias("window_start"),
         F.timestamp_micros("arrival").alias("arrival_time"),
     )
-    malformed = in_range(_malformed(journal))
-    still_open = None
-    if policy.window is not None:
-        flushing = flush and policy.flush_at_end
-        if custom:
-            w = windows.job_windows(full, job_sql.decided_events(rows, job), policy, job.grouping, job.aggregates,
-                                    flushing, state)
-        else:
-            w = windows.windows_and_closed(full, policy, flushing, state)
-        cached.append(w.closes)
-        win, closed, still_open = w.windows, w.closed, w.open
-        if since_seq is not None:
-            win = win.where(F.col("emitted_at").isNull() | (F.col("emitted_at") >= since_seq))
-            closed = closed.where(F.col("seq") >= since_seq)
-        dead = dropped.unionByName(closed).unionByName(malformed)
+    malformed = _in_range(_malformed(journal), since_seq)
+    if policy.window is None:
+        return _no_windows(journal), dropped.unionByName(malformed), None
+    flushing = flush and policy.flush_at_end
+    if job.is_spec:  # the spec's shape: windows continue from a checkpoint's partial counts and sums
+        w = windows.windows_and_closed(full, policy, flushing, state)
     else:
-        win = _no_windows(journal)
-        dead = dropped.unionByName(malformed)
-    dead = dead.persist(StorageLevel.MEMORY_AND_DISK)
-    cached.append(dead)
-    letters = _with_raw(dead, journal, rows_at_most)
-    before = {p: v.wp for p, v in state.partitions.items()}
-    timeline = watermarks.timeline(in_range(full), before=before).select(
-        "partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
-        _instant("wp").alias("watermark"), _instant("output_watermark").alias("output_watermark"),
-    )
-    after = _state_after(full, policy, d, state, scopes_before, raised, still_open) if keep_state else None
-    # the metrics count dead letters, which need no raw text: they skip the join with the journal
-    hourly = metrics.hourly(decisions, dead, backward if since_seq is None else None)
-    return Outputs(decisions, win, letters, timeline, hourly, cached, after)
+        w = windows.job_windows(full, job_sql.decided_events(rows, job), policy, job.grouping, job.aggregates,
+                                flushing, state)
+    cached.append(w.closes)
+    win, closed = w.windows, w.closed
+    if since_seq is not None:
+        win = win.where(F.col("emitted_at").isNull() | (F.col("emitted_at") >= since_seq))
+        closed = closed.where(F.col("seq") >= since_seq)
+    return win, dropped.unionByName(closed).unionByName(malformed), w.open
 
 
 def _unsupported(policy: Policy) -> str | None:

@@ -194,7 +194,7 @@ def verdict(chosen: dict, late: dict, ordered: dict, sweep: Sweep) -> str:
 
 def outcome(rows: DataFrame, job: Job, partitions) -> dict:
     """What a replay of `rows` for `job` decides (counts per action and reason) and the output delay."""
-    out = engine.replay(rows, job.policy, partitions=partitions, job=job)
+    out = engine.replay(rows, job, partitions=partitions)
     try:
         events = out.decisions.where(F.col("kind") == "event")
         count = lambda cond: F.count(F.when(cond, 1))  # noqa: E731

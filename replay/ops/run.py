@@ -90,9 +90,9 @@ def _run(spark: SparkSession, r: _Replay) -> RunSummary:
     with progress(spark, "replay") as step, _removed(scratch):
         step("decisions")
         faults.interrupt_point("replay")  # for the tests: a Ctrl-C here, or (replay+<seconds>) during the replay
-        out = engine.replay(rows, r.job.policy, flush=hi is None, since_seq=lo, materialize=materialize,
-                            state=cp and cp.state, partitions=journal.declared_partitions(spark, r.lake, store),
-                            history=history, job=r.job)
+        out = engine.replay(rows, r.job, flush=hi is None, since_seq=lo, materialize=materialize,
+                            partitions=journal.declared_partitions(spark, r.lake, store),
+                            continuing=engine.Continuing(cp and cp.state, history))
         _commit(spark, store, r, out, (lo, hi), step)
     out.unpersist()
     return RunSummary(r.where.target, lo, hi, time.perf_counter() - began, cp and cp.batch, r.run_id)

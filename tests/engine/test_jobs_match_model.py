@@ -38,7 +38,7 @@ def sensor_journals(draw):
 
 def spark_outputs(spark, job, rows):
     """The engine's windows and dead letters for the job (the runner only adds Delta commits around it)."""
-    out = engine.replay(journal.from_rows(spark, rows), job.policy, job=job)
+    out = engine.replay(journal.from_rows(spark, rows), job)
     windows = [_plain(r.asDict()) for r in out.windows.withColumn("window_start", F.unix_micros("window_start"))
                .withColumn("window_end", F.unix_micros("window_end")).collect()]
     letters = out.dead_letters.select("seq", "reason", F.unix_micros("window_start").alias("window_start")).collect()

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from replay.conformance import SHAPES, _rows
 from replay.engine import pipeline as engine
 from replay.io import journal
+from replay.model.jobs import Job
 from replay.model.policy import Policy
 from tests.support.examples import examples
 from tests.support.journals import journals, policies
@@ -29,8 +30,9 @@ def _in_pieces(spark, policy: Policy, rows: list[dict], cuts: list[int]) -> dict
     bounds = [0, *cuts, len(rows)]
     for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
         last = i == len(bounds) - 2
-        out = engine.replay(df.where(f"seq >= {lo} AND seq < {hi}"), policy, flush=last, state=state,
-                            partitions=partitions, keep_state=True, history=df.where(f"seq < {lo}"))
+        out = engine.replay(df.where(f"seq >= {lo} AND seq < {hi}"), Job.spec(policy), flush=last,
+                            partitions=partitions,
+                            continuing=engine.Continuing(state, df.where(f"seq < {lo}"), keep_state=True))
         outs.append(out)  # a piece's state reads what the pieces before it cached: freed at the end
         for name, part in _outputs(out).items():
             result[name] += part
@@ -42,7 +44,7 @@ def _in_pieces(spark, policy: Policy, rows: list[dict], cuts: list[int]) -> dict
 
 
 def _whole(spark, policy: Policy, rows: list[dict]) -> dict:
-    out = engine.replay(journal.from_rows(spark, rows), policy)
+    out = engine.replay(journal.from_rows(spark, rows), Job.spec(policy))
     rows_of = _outputs(out)
     out.unpersist()
     return {name: sorted(v, key=json.dumps) for name, v in rows_of.items()}
