@@ -59,6 +59,10 @@ class TargetDir:
         """A new scratch folder inside the target (a range replay's decisions), removed by its user."""
         return self.table(f"{SCRATCH}scratch-{uuid.uuid4().hex}")
 
+    def scratch_folders(self) -> list[str]:
+        """The scratch folders in the target: a run killed before it removed its own leaves one."""
+        return [self.table(n) for n in _folders(self.folder) if n.startswith(f"{SCRATCH}scratch-")]
+
     @property
     def label(self) -> str:
         """How reports name it: `<job>/<target>`."""

@@ -65,6 +65,8 @@ def run(spark: SparkSession, lake: str, job: Job, target: str = "production", st
     job_sql.check(spark, job)
     where = Lake(lake).target(job.name, target)
     with locks.hold(where.lock, "run"):
+        for left in where.scratch_folders():  # a killed range run's: only the lock's holder writes one
+            shutil.rmtree(left, ignore_errors=True)
         return _run(spark, _Replay(lake, job, where, start, end, Lake(lake).target(job.name, checkpoints_of or target),
                                    run_id or new_run_id()))
 

@@ -3,6 +3,8 @@ runs: it says so in one line, `replay hash` and `replay verify` refuse the targe
 makes it whole. The command runs in this process (its Spark session is the tests'), Ctrl-C is a real SIGINT."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from replay.cli import main as cli
@@ -38,3 +40,16 @@ def test_an_interrupted_run_says_in_one_line_what_is_half_written_and_hash_and_v
     capfd.readouterr()
     assert cli.main(["hash", "--lake", lake]) == 0
     assert capfd.readouterr().out.strip() == whole
+
+
+def test_a_run_removes_the_scratch_folder_a_killed_range_run_left(spark, small_lake, capfd):
+    """A range run keeps its decisions in a scratch folder of the target until it commits; killed, it leaves the
+    folder behind. The next run, holding the target's lock, removes it."""
+    from tests.support import target_dir
+
+    left = target_dir(small_lake, "production").table("_scratch-0123456789abcdef")
+    os.makedirs(os.path.join(left, "_delta_log"))
+    assert cli.main(["run", "--lake", small_lake, "--policy", POLICY_FILE, "--from", "2024-01-01T00:10:00Z"]) == 0
+    capfd.readouterr()
+    assert not os.path.exists(left)
+    assert target_dir(small_lake, "production").scratch_folders() == []
