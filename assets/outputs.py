@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from assets.partitions import END_OF_JOURNAL, HOURLY
+from assets.partitions import DAGSTER_RUN, END_OF_JOURNAL, HOURLY
 from replay.io.lake import OUTPUT_TABLES
 from replay.model.jobs import Job, JobError
 from replay.model.policy import Policy, PolicyError
@@ -118,7 +118,8 @@ def _replayed(context: dg.AssetExecutionContext, config: ReplayConfig, job: Job)
     start, end = iso(window.start), iso(window.end)
     context.log.info(f"replaying {this.describe()} over arrivals [{start}, {end}) into target {where.target!r}")
     spark = retrace.spark()
-    summary = run(spark, retrace.lake, this, target=where.target, start=start, end=end)
+    summary = run(spark, retrace.lake, this, target=where.target, start=start, end=end,
+                  run_id=f"{DAGSTER_RUN}{context.run_id[:12]}")  # materialized here: no sensor reports it again
     common = {"job": job.name, "origin": job.origin, "target": where.target, "from": start, "to": end,
               "seq_from": summary.seq_from if summary.seq_from is not None else 0,
               "seq_to": summary.seq_to if summary.seq_to is not None else END_OF_JOURNAL,

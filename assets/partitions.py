@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 HOURLY = dg.HourlyPartitionsDefinition(start_date="2024-01-01-00:00", timezone="UTC")
+DAGSTER_RUN = "dagster-"  # how the run id of a replay made by a Dagster run starts (its commits say so)
 END_OF_JOURNAL = "end of journal"  # a run's `seq_to` when its range runs to the journal's end (not a seq)
 RANGE_TAGS = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
 

@@ -20,6 +20,7 @@ from orchestration.advice import advice_schedule
 from orchestration.alerting import RESOURCES, SENSORS
 from orchestration.live import landing_sensor, live_job
 from orchestration.maintenance import maintenance_job, maintenance_schedule
+from orchestration.outside_runs import outside_runs_sensor
 from orchestration.recovery import job_recovery
 from orchestration.resources import RetraceResource
 from replay.ops.catalog import catalog
@@ -35,7 +36,7 @@ defs = dg.Definitions(
     asset_checks=[check for job in JOBS for check in job_checks(job)],
     jobs=[live_job, maintenance_job, *(r.job for r in RECOVERIES), ADVICE_JOB],
     schedules=[maintenance_schedule, *(r.schedule for r in RECOVERIES), ADVICE_SCHEDULE],
-    sensors=[landing_sensor, *SENSORS],
+    sensors=[landing_sensor, outside_runs_sensor(JOBS), *SENSORS],
     resources={"retrace": RETRACE, **RESOURCES},
     # one Spark session per run: steps run in the run's process, not one process (and JVM) per step
     executor=dg.in_process_executor,

@@ -18,7 +18,7 @@ from typing import Optional
 import dagster as dg
 from pydantic import Field
 
-from assets.partitions import HOURLY
+from assets.partitions import DAGSTER_RUN, HOURLY
 from orchestration.resources import RetraceResource
 from replay.io.lake import OUTPUT_TABLES
 from replay.model.jobs import Job
@@ -69,7 +69,8 @@ def recover(context, config: RecoveryConfig, retrace: RetraceResource, job: Job)
         for hour in before.hours:
             hour_end = iso(datetime.fromisoformat(hour.replace("Z", "+00:00")) + HOUR)
             context.log.info(f"repairing {label} for arrivals [{hour}, {hour_end})")
-            run(spark, retrace.lake, job, target=config.target, start=hour, end=hour_end)
+            run(spark, retrace.lake, job, target=config.target, start=hour, end=hour_end,
+                run_id=f"{DAGSTER_RUN}{context.run_id[:12]}")  # materialized below: no sensor reports it again
             repaired.append(hour)
             if config.target == "production":
                 yield from _materializations(hour, job)

@@ -6,6 +6,8 @@ Everything else in Retrace talks to `TableStore` only. Each commit can carry an 
 from __future__ import annotations
 
 import json
+import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Protocol
@@ -413,6 +415,29 @@ def commit_metadata(spark: SparkSession, path: str, depth: int = 50) -> dict | N
                 return None
             return value if isinstance(value, dict) else None
     return None
+
+
+def commits_after(path: str, version: int) -> list[tuple[int, dict]]:
+    """(version, userMetadata) of the table's commits after `version` that record one, oldest first: read from the
+    Delta log's JSON commit files in Python, so that a sensor needs no Spark session."""
+    log = os.path.join(path, "_delta_log")
+    if not os.path.isdir(log):
+        return []
+    out = []
+    for name in sorted(n for n in os.listdir(log) if _COMMIT_FILE.fullmatch(n) and int(n[:20]) > version):
+        with open(os.path.join(log, name)) as f:
+            infos = [a["commitInfo"] for a in map(json.loads, filter(str.strip, f)) if "commitInfo" in a]
+        text = infos[0].get("userMetadata") if infos else None
+        try:
+            meta = json.loads(text) if text else None
+        except json.JSONDecodeError:
+            meta = None
+        if isinstance(meta, dict):
+            out.append((int(name[:20]), meta))
+    return out
+
+
+_COMMIT_FILE = re.compile(r"\d{20}\.json")
 
 
 def default_store() -> TableStore:

@@ -17,7 +17,7 @@ from replay.io.lake import Lake, TargetDir
 from replay.io.paths import spark_path
 from replay.io.runs import describe, table_runs
 from replay.io.store import Replace, TableStore, default_store
-from replay.model.durations import parse_instant
+from replay.model.durations import format_instant, parse_instant
 from replay.model.jobs import Job
 from replay.model.policy import policy_hash
 from replay.ops.progress import progress
@@ -113,7 +113,16 @@ def _commit(spark: SparkSession, store: TableStore, r: _Replay, out: engine.Outp
     # metrics cover the whole target: a range replay's are recomputed from its tables (cheap to scan); a
     # whole replay's tables are the ones just computed, whose decisions and dead letters are at hand
     hourly = target_metrics(spark, store, r.where) if partial else out.metrics
-    store.write(hourly, r.where.table("metrics"), mode="overwrite", metadata=r.metadata("metrics", lo, hi))
+    store.write(hourly, r.where.table("metrics"), mode="overwrite",
+                metadata={**r.metadata("metrics", lo, hi), "hours": arrival_hours(out.tables()["decisions"])})
+
+
+def arrival_hours(decisions: DataFrame) -> list[str] | None:
+    """The first and the last hour (ISO) in which the rows a run decided arrived: the hourly partitions it wrote,
+    which the run's last commit records for the Dagster sensor that reports runs made outside Dagster."""
+    hour = lambda c: F.unix_micros(F.date_trunc("hour", c))  # noqa: E731 - in UTC, the session's time zone
+    first, last = decisions.agg(hour(F.min("arrival_time")), hour(F.max("arrival_time"))).first()
+    return None if first is None else [format_instant(first), format_instant(last)]
 
 
 def seq_bounds(rows: DataFrame, start: str | None, end: str | None) -> tuple[int | None, int | None]:

@@ -116,7 +116,7 @@ def test_jobs_schedules_and_sensors():
         "maintenance_schedule": "maintenance", "advice_schedule": "advice_daily",
         **{f"{job}_recovery_schedule": f"{job}_recovery" for job in JOBS}}
     sensors = {s.name for s in repo.sensor_defs}
-    assert sensors == {"landing_sensor", *(s.name for s in SENSORS)}
+    assert sensors == {"landing_sensor", "retrace_outside_runs", *(s.name for s in SENSORS)}
     assert repo.get_sensor_def("landing_sensor").job_name == "live"
     schedule = repo.get_schedule_def("default_recovery_schedule")
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
