@@ -105,8 +105,7 @@ def _evaluate(context, config: CheckConfig, job: Job, check: str, **kwargs) -> d
     t = Target(retrace.spark(), retrace.lake, target, with_override(job, override), start, end)
     outcome = quality.VALIDATIONS[check](t, **kwargs)
     partition = partition_label(context.run.tags)
-    metadata: dict = {k: (dg.MetadataValue.float(float(v)) if isinstance(v, float) else dg.MetadataValue.int(int(v)))
-                      for k, v in outcome.counts.items()}
+    metadata: dict = {k: _count(v) for k, v in outcome.counts.items()}
     metadata.update({
         "partition": dg.MetadataValue.text(partition),
         "target": dg.MetadataValue.text(target),
@@ -159,3 +158,10 @@ def _job_check(job: Job, table: str, check: str, config_type: type, description:
         return _evaluate(context, config, job, check, **extra)
 
     return _check
+
+
+def _count(v) -> dg.MetadataValue:
+    """A check's count as metadata: a number, or a text such as `seq_to`'s "end of journal"."""
+    if isinstance(v, str):
+        return dg.MetadataValue.text(v)
+    return dg.MetadataValue.float(float(v)) if isinstance(v, float) else dg.MetadataValue.int(int(v))
