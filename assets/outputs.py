@@ -119,7 +119,7 @@ def _replayed(context: dg.AssetExecutionContext, config: ReplayConfig, job: Job)
     context.log.info(f"replaying {this.describe()} over arrivals [{start}, {end}) into target {where.target!r}")
     spark = retrace.spark()
     summary = run(spark, retrace.lake, this, target=where.target, start=start, end=end,
-                  run_id=f"{DAGSTER_RUN}{context.run_id[:12]}")  # materialized here: no sensor reports it again
+                  run_id=f"{DAGSTER_RUN}{context.run.run_id[:12]}")  # materialized here: no sensor reports it again
     common = {"job": job.name, "origin": job.origin, "target": where.target, "from": start, "to": end,
               "seq_from": summary.seq_from if summary.seq_from is not None else 0,
               "seq_to": summary.seq_to if summary.seq_to is not None else END_OF_JOURNAL,

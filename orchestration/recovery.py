@@ -70,7 +70,7 @@ def recover(context, config: RecoveryConfig, retrace: RetraceResource, job: Job)
             hour_end = iso(datetime.fromisoformat(hour.replace("Z", "+00:00")) + HOUR)
             context.log.info(f"repairing {label} for arrivals [{hour}, {hour_end})")
             run(spark, retrace.lake, job, target=config.target, start=hour, end=hour_end,
-                run_id=f"{DAGSTER_RUN}{context.run_id[:12]}")  # materialized below: no sensor reports it again
+                run_id=f"{DAGSTER_RUN}{context.run.run_id[:12]}")  # materialized below: no sensor reports it again
             repaired.append(hour)
             if config.target == "production":
                 yield from _materializations(hour, job)
