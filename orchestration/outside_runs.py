@@ -4,7 +4,6 @@ materializations of the job's output assets, so the asset graph says what the la
 from __future__ import annotations
 
 import json
-from datetime import datetime
 
 import dagster as dg
 
@@ -12,6 +11,7 @@ from assets.partitions import DAGSTER_RUN, HOURLY
 from orchestration.resources import RetraceResource
 from replay.io.lake import OUTPUT_TABLES, Lake
 from replay.io.store import commits_after
+from replay.model.durations import parse_instant
 from replay.model.jobs import Job
 from replay.ops.run import WRITER
 
@@ -42,7 +42,7 @@ def materializations(job: Job, meta: dict) -> list[dg.AssetMaterialization]:
     hours = meta.get("hours")
     if meta.get("writer") != WRITER or not hours or str(meta.get("run", "")).startswith(DAGSTER_RUN):
         return []
-    first, last = (datetime.fromisoformat(h.replace("Z", "+00:00")).strftime("%Y-%m-%d-%H:%M") for h in hours)
+    first, last = (HOURLY.get_partition_key_for_timestamp(parse_instant(h, "hours") / 1e6) for h in hours)
     keys = HOURLY.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
     said = {"run": meta.get("run"), "writer": WRITER, "seq_from": meta.get("seq_from") or 0}
     return [dg.AssetMaterialization(asset_key=[job.name, table], partition=key, metadata=said,

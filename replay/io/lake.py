@@ -23,6 +23,7 @@ CHECKPOINT_TABLES = ("checkpoints", "checkpoint_windows", "checkpoint_keys")
 JOURNAL_TABLES = ("journal", "journal_source", "journal_files")
 TARGET_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
 SCRATCH = "_"  # targets and tables whose name starts so are scratch (a verify's replay, a range's decisions)
+SCRATCH_RUN = f"{SCRATCH}scratch-"  # a range replay's decisions, kept aside in its target until it commits
 
 
 class OldLayout(ValueError):
@@ -57,11 +58,11 @@ class TargetDir:
 
     def scratch(self) -> str:
         """A new scratch folder inside the target (a range replay's decisions), removed by its user."""
-        return self.table(f"{SCRATCH}scratch-{uuid.uuid4().hex}")
+        return self.table(f"{SCRATCH_RUN}{uuid.uuid4().hex}")
 
     def scratch_folders(self) -> list[str]:
         """The scratch folders in the target: a run killed before it removed its own leaves one."""
-        return [self.table(n) for n in _folders(self.folder) if n.startswith(f"{SCRATCH}scratch-")]
+        return [self.table(n) for n in _folders(self.folder) if n.startswith(SCRATCH_RUN)]
 
     @property
     def label(self) -> str:

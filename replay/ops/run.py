@@ -114,7 +114,7 @@ def _commit(spark: SparkSession, store: TableStore, r: _Replay, out: engine.Outp
     # whole replay's tables are the ones just computed, whose decisions and dead letters are at hand
     hourly = target_metrics(spark, store, r.where) if partial else out.metrics
     store.write(hourly, r.where.table("metrics"), mode="overwrite",
-                metadata={**r.metadata("metrics", lo, hi), "hours": arrival_hours(out.tables()["decisions"])})
+                metadata={**r.metadata("metrics", lo, hi), "hours": arrival_hours(out.decisions)})
 
 
 def arrival_hours(decisions: DataFrame) -> list[str] | None:
