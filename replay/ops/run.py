@@ -122,7 +122,12 @@ def arrival_hours(decisions: DataFrame) -> list[str] | None:
     which the run's last commit records for the Dagster sensor that reports runs made outside Dagster."""
     hour = lambda c: F.unix_micros(F.date_trunc("hour", c))  # noqa: E731 - in UTC, the session's time zone
     first, last = decisions.agg(hour(F.min("arrival_time")), hour(F.max("arrival_time"))).first()
-    return None if first is None else [format_instant(first), format_instant(last)]
+    return None if first is None else hours_between(first, last)
+
+
+def hours_between(first: int, last: int) -> list[str]:
+    """The hours (ISO) holding the instants `first` and `last` (microseconds), as a commit records them."""
+    return [format_instant(us - us % 3_600_000_000) for us in (first, last)]
 
 
 def seq_bounds(rows: DataFrame, start: str | None, end: str | None) -> tuple[int | None, int | None]:
