@@ -78,6 +78,27 @@ def hold(path: str, command: str | None = None, wait: float | None = None, poll:
         _release(path)
 
 
+def check_free(path: str, wait: float | None = None, poll: float = 0.2) -> None:
+    """Refuse (LockBusy, after waiting as `hold` does) when another process holds the lock at `path`, without
+    creating its file: a writer that must start Spark to validate its input learns of a busy lock first, and a
+    command refused after that leaves nothing behind. `hold` decides for good."""
+    path = os.path.abspath(path)
+    if wait is None:
+        wait = float(os.environ.get("RETRACE_LOCK_WAIT", "0"))
+    with _guard:
+        if path in _held:
+            return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return  # no writer ever held it
+    try:
+        _acquire(fd, path, wait, poll)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
 def _acquire(fd: int, path: str, wait: float, poll: float) -> None:
     deadline, said = time.monotonic() + wait, False
     while True:

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from replay.engine import job_sql, metrics, pipeline as engine
-from replay.io import checkpoints, faults, journal, locks
+from replay.io import checkpoints, faults, journal, lake_marker, locks
 from replay.io.lake import Lake, TargetDir
 from replay.io.paths import spark_path
 from replay.io.runs import describe, table_runs
@@ -64,6 +64,8 @@ def run(spark: SparkSession, lake: str, job: Job, target: str = "production", st
     so a target whose tables come from different runs (an interrupted run) can be told apart (`replay.io.runs`)."""
     job_sql.check(spark, job)
     where = Lake(lake).target(job.name, target)
+    journal.require(lake)  # a replay of no journal (a mistyped lake) creates nothing
+    lake_marker.claim(lake)
     with locks.hold(where.lock, "run"):
         for left in where.scratch_folders():  # a killed range run's: only the lock's holder writes one
             shutil.rmtree(left, ignore_errors=True)
