@@ -63,9 +63,8 @@ def cmd_generate(a) -> int:
 
 
 def cmd_ingest(a) -> int:
-    from replay.io import lake_marker, locks
-    from replay.io import landing as landings
-    from replay.io.journal import SourceFields, ingest
+    from replay.io import locks
+    from replay.io.journal import SourceFields, admit, ingest
     from replay.io.lake import Lake
     from replay.ops.catalog import catalog
     from replay.ops.ingested import interrupted_ingest, journal_version
@@ -79,9 +78,7 @@ def cmd_ingest(a) -> int:
         if src is None:
             raise ValueError(f"--source {a.source!r} is not a source of the jobs folder (its sources.yaml)")
         fields = SourceFields(src.event_time_field, src.key_field)
-    landings.check_apart(a.landing, a.lake)
-    landings.Landing.of(a.landing).check()
-    lake_marker.claim(a.lake)  # nothing is made in the lake before its input is checked
+    admit(a.landing, a.lake)  # nothing is made in the lake before its input is checked
     with locks.hold(Lake(a.lake).journal_lock, "replay ingest", wait=a.wait):  # decided before Spark starts
         again = shlex.join(["replay", "ingest", "--landing", a.landing, "--lake", a.lake,
                             *(["--source", a.source] if a.source else [])])
@@ -113,10 +110,9 @@ def _ingested(r) -> str:
 
 
 def cmd_run(a) -> int:
-    from replay.engine import job_sql
-    from replay.io import journal, lake_marker, locks
+    from replay.io import locks
     from replay.io.lake import Lake
-    from replay.ops.run import interrupted, new_run_id, run
+    from replay.ops.run import admit, interrupted, new_run_id, run
     from replay.ops.summarize import summarize
 
     job = _job(a)
@@ -125,9 +121,7 @@ def cmd_run(a) -> int:
     locks.check_free(where.lock, wait=a.wait)  # a busy target is refused before Spark starts, and made no file
     interrupts.on_stop(lambda: f"target {where.target!r} is unchanged: nothing was written")
     spark = _spark()
-    job_sql.check(spark, job)  # a job Spark refuses, or a lake with no journal, leaves no file in the lake
-    journal.require(a.lake)
-    lake_marker.claim(a.lake)
+    admit(spark, a.lake, job)  # a job Spark refuses, or a lake with no journal, leaves no file in the lake
     with locks.hold(where.lock, "replay run", wait=a.wait):
         run_id = new_run_id()
         again = " ".join(["replay run", "--lake", a.lake, *(["--job", a.job] if a.job else ["--policy", a.policy]),
@@ -162,8 +156,7 @@ def cmd_stream(a) -> int:
         if a.topic or a.trust_create_time or a.max_records_per_batch:
             raise ValueError("--topic, --trust-create-time and --max-records-per-batch need --kafka-bootstrap")
         source = FileSource(a.landing, a.max_files_per_batch, a.max_bytes_per_batch)
-        landings.check_apart(a.landing, a.lake)  # before any lock is made
-        landings.Landing.of(a.landing).check()
+        landings.check_usable(a.landing, a.lake)  # before any lock is made
     with writer_locks(a.lake, jobs, a.target, "replay stream", wait=a.wait):  # decided before Spark starts
         s = run_stream(_spark(), source, a.lake, jobs, options, fields)
     print(json.dumps({"target": a.target, "batches": s.batches, "rows": s.rows, "clock_rows": s.clock_rows,

@@ -82,6 +82,13 @@ def _no_journal(lake: str) -> FileNotFoundError:
                              f"first")
 
 
+def admit(landing: str, lake: str) -> None:
+    """What an ingest checks before it creates anything: a landing it can use, a lake that is one (a new lake gets
+    its marker). The CLI calls it before it takes the journal's lock and starts Spark."""
+    landings.check_usable(landing, lake)  # a lake inside its landing is refused untouched
+    lake_marker.claim(lake)  # a folder that is not a lake is refused
+
+
 def require_payloads(rows: DataFrame, lake: str) -> None:
     """A job's fields read the payload: a journal written before events were journaled whole has none."""
     old = rows.where((F.col("kind") == "event") & F.col("payload").isNull()).select("seq", "source").first()
@@ -104,9 +111,7 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
 
     `log(line)`, when given, hears what is done: files listed, lines parsed, rows written.
     `fields`: which payload fields hold the event time and the key (default `event_time`, `key`)."""
-    landings.check_apart(landing, lake)  # before the lock: a lake inside its landing is refused untouched
-    landings.Landing.of(landing).check()
-    lake_marker.claim(lake)  # a folder that is not a lake is refused; a new lake gets its marker
+    admit(landing, lake)
     with locks.hold(Lake(lake).journal_lock, "ingest"):
         return _ingest(spark, landing, lake, store or default_store(), log or (lambda line: None),
                        fields or SourceFields())

@@ -189,6 +189,13 @@ def _unreachable(e: Exception) -> bool:
     return isinstance(e, EndpointError)
 
 
+def check_usable(landing: str, lake: str) -> None:
+    """Refuse a landing a command cannot use, before it creates anything: one that holds its lake (or lies
+    inside it), or a local folder that is not there."""
+    check_apart(landing, lake)
+    Landing.of(landing).check()
+
+
 def check_apart(landing: str, lake: str) -> None:
     """A landing and its lake lie apart: a landing holding the lake (or the same folder, or one inside the lake)
     would journal the lake's own files, more at every ingest. Refused in one line, before anything is read."""
