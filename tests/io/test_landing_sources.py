@@ -229,6 +229,18 @@ def test_unknown_bucket_error_names_the_bucket(spark, s3, lake):
         ingest(spark, "s3://no-such-retrace-bucket/landing", lake)
 
 
+def test_a_corrupt_parquet_object_fails_ingest_in_one_line_naming_its_key(spark, s3, tmp_path, capsys, monkeypatch):
+    from replay.cli import main as cli
+
+    monkeypatch.setenv("RETRACE_LOG_DIR", str(tmp_path / "logs"))
+    put(s3, "corrupt", "part-00000.jsonl", GOOD + "\n")
+    put(s3, "corrupt", "day=1/part-00001.parquet", "PAR1 this is no Parquet file PAR1")
+    code = cli.main(["ingest", "--landing", f"s3://{BUCKET}/corrupt", "--lake", str(tmp_path / "lake")])
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("replay ingest:")]
+    assert code == 2 and len(lines) == 1, lines
+    assert f"s3://{BUCKET}/corrupt/day=1/part-00001.parquet" in lines[0], lines[0]
+
+
 @pytest.mark.parametrize("uri", ["gs://bucket/landing", "s3://Bad_Bucket/landing", "s3://"])
 def test_bad_landing_uri_error_names_the_value(spark, lake, uri):
     with pytest.raises(ValueError, match=uri.replace("/", ".")):
