@@ -137,6 +137,7 @@ def cmd_run(a) -> int:
 def cmd_stream(a) -> int:
     from jobs.live import run_stream, writer_locks
     from jobs.live.diagnostics import alert_on
+    from jobs.live.kafka import check_topic
     from jobs.live.options import FileSource, KafkaSource, LiveOptions
     from replay.io import landing as landings
     from replay.io.alerts import sinks_from_env
@@ -152,6 +153,7 @@ def cmd_stream(a) -> int:
             raise ValueError("--max-files-per-batch and --max-bytes-per-batch bound landing files; "
                              "use --max-records-per-batch with Kafka")
         source = KafkaSource(a.kafka_bootstrap, a.topic or "", a.trust_create_time, a.max_records_per_batch)
+        check_topic(_spark(), source)  # a topic refused before any lock is made (the broker needs Spark's JVM)
     else:
         if a.topic or a.trust_create_time or a.max_records_per_batch:
             raise ValueError("--topic, --trust-create-time and --max-records-per-batch need --kafka-bootstrap")
