@@ -147,6 +147,15 @@ class S3Landing(Landing):
             self._client = s3_client()
         return self._client
 
+    def check(self) -> None:
+        """The bucket is there and readable (one HEAD request), before a command creates anything."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except Exception as e:  # noqa: BLE001 - botocore's errors; a HEAD's missing bucket is a bare 404
+            code = getattr(e, "response", {}).get("Error", {}).get("Code", "")
+            raise self._error(e) if code != "404" else FileNotFoundError(
+                f"landing bucket {self.bucket!r} of {self.uri} does not exist") from e
+
     def files(self) -> list[LandingFile]:
         found = []
         pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self.prefix)
