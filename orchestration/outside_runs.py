@@ -44,7 +44,8 @@ def materializations(job: Job, meta: dict) -> list[dg.AssetMaterialization]:
         return []
     first, last = (HOURLY.get_partition_key_for_timestamp(parse_instant(h, "hours") / 1e6) for h in hours)
     keys = HOURLY.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
-    said = {"run": meta.get("run"), "writer": WRITER, "seq_from": meta.get("seq_from") or 0}
+    said = {"run": meta.get("run"), "writer": WRITER, "seq_from": meta.get("seq_from") or 0,
+            **({"journal_version": meta["journal_version"]} if meta.get("journal_version") is not None else {})}
     return [dg.AssetMaterialization(asset_key=[job.name, table], partition=key, metadata=said,
                                     description="replayed outside Dagster (replay run)")
             for key in keys for table in OUTPUT_TABLES]

@@ -54,6 +54,7 @@ class VerifyReport:
     tables: list[TableDiff]
     hours: list[str]  # arrival hours (ISO, UTC) whose rows differ: what a recovery replays
     journal_violations: list[str] = field(default_factory=list)  # the journal's own invariants broken
+    journal_version: int | None = None  # the journal version the replay read
 
     @property
     def identical(self) -> bool:
@@ -62,7 +63,8 @@ class VerifyReport:
     def to_dict(self) -> dict:
         return {
             "target": self.target, "from": self.start, "to": self.end, "seq_from": self.seq_from,
-            "seq_to": self.seq_to, "identical": self.identical, "hours": self.hours,
+            "seq_to": self.seq_to, "journal_version": self.journal_version, "identical": self.identical,
+            "hours": self.hours,
             "journal_violations": self.journal_violations,
             "tables": {t.table: {"rows_compared": t.rows_compared, "only_in_target": t.only_in_target,
                                  "only_in_replay": t.only_in_replay, "first_seq": t.first_seq,
@@ -72,6 +74,8 @@ class VerifyReport:
 
     def text(self) -> str:
         span = f"seq [{self.seq_from or 0}, {'end' if self.seq_to is None else self.seq_to})"
+        if self.journal_version is not None:
+            span += f" of journal version {self.journal_version}"
         head = (f"verify {self.target} from {self.start or 'the start'} to {self.end or 'the end'} ({span}): "
                 f"{'identical' if all(t.identical for t in self.tables) else 'DIFFERENT'}"
                 f"{'; JOURNAL INVARIANTS BROKEN' if self.journal_violations else ''}")
@@ -105,8 +109,9 @@ def verify(spark: SparkSession, lake: str, job: Job, start: str | None = None, e
     scratch = Lake(lake).scratch_target(job.name, "verify")
     try:
         summary = run(spark, lake, job, target=scratch.target, start=start, end=end)
-        report = compare(spark, where, scratch, summary.seq_from, summary.seq_to, start=start, end=end)
-        report.journal_violations = journal_violations(journal.read(spark, lake, store))
+        report = compare(spark, where, scratch, summary.seq_from, summary.seq_to, start=start, end=end,
+                         journal_version=summary.journal_version)
+        report.journal_violations = journal_violations(journal.read(spark, lake, store, summary.journal_version))
         return report
     finally:
         shutil.rmtree(scratch.folder, ignore_errors=True)
@@ -151,10 +156,11 @@ def _range(table: str, lo: int | None, hi: int | None) -> Column:
 
 
 def compare(spark: SparkSession, target: TargetDir, replayed: TargetDir, lo: int | None, hi: int | None, *,
-            start: str | None = None, end: str | None = None) -> VerifyReport:
-    """Compare the seq range [lo, hi) of two targets of one job; `replayed` is the reference."""
+            start: str | None = None, end: str | None = None, journal_version: int | None = None) -> VerifyReport:
+    """Compare the seq range [lo, hi) of two targets of one job; `replayed` is the reference, replayed from
+    `journal_version` of the journal (default: the latest)."""
     store = default_store()
-    seq_hours = _seq_hours(spark, target.lake, store)
+    seq_hours = _seq_hours(spark, target.lake, store, journal_version)
     diffs, hours = [], set()
     for table in COMPARED:
         if table == "metrics":
@@ -169,7 +175,7 @@ def compare(spark: SparkSession, target: TargetDir, replayed: TargetDir, lo: int
         diff, differing = _table_diff(table, ours, theirs.select(*columns), target.target, seq_hours)
         diffs.append(diff)
         hours |= differing
-    return VerifyReport(target.target, start, end, lo, hi, diffs, sorted(hours))
+    return VerifyReport(target.target, start, end, lo, hi, diffs, sorted(hours), journal_version=journal_version)
 
 
 def _metrics_sides(spark: SparkSession, store, target: TargetDir, replayed: TargetDir, lo: int | None,
@@ -229,10 +235,10 @@ def _metric_hours(differing: DataFrame) -> set[str]:
             if r[0] is not None}
 
 
-def _seq_hours(spark, lake, store) -> DataFrame:
-    """seq -> the hour (UTC) of its arrival, for every journal row."""
+def _seq_hours(spark, lake, store, version: int | None = None) -> DataFrame:
+    """seq -> the hour (UTC) of its arrival, for every journal row (of `version`)."""
     # the session time zone is UTC (replay.io.spark.DETERMINISM), so the formatted hour is UTC
-    return journal.read(spark, lake, store).select(
+    return journal.read(spark, lake, store, version).select(
         F.col("seq").alias("_seq"), F.date_format("arrival_time", "yyyy-MM-dd'T'HH:00:00'Z'").alias("_hour"))
 
 
