@@ -124,6 +124,7 @@ def _replayed(context: dg.AssetExecutionContext, config: ReplayConfig, job: Job)
     common = {"job": job.name, "origin": job.origin, "target": where.target, "from": start, "to": end,
               "seq_from": summary.seq_from if summary.seq_from is not None else 0,
               "seq_to": summary.seq_to if summary.seq_to is not None else END_OF_JOURNAL,
+              "journal_version": summary.journal_version,
               "policy": dg.MetadataValue.json(this.policy.to_dict()),
               "policy_override": dg.MetadataValue.json(config.policy_override or {}),
               "seconds": round(summary.seconds, 2)}

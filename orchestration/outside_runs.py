@@ -84,7 +84,8 @@ def written(meta: dict) -> dict[str, dict]:
         return {}
     first, last = (parse_instant(h, "hours") for h in hours)
     said = {"writer": meta["writer"], "run": str(meta.get("run")), "commits": 1, "seq_from": meta.get("seq_from") or 0,
-            "seq_to": meta.get("seq_to") if meta.get("seq_to") is not None else END_OF_JOURNAL}
+            "seq_to": meta.get("seq_to") if meta.get("seq_to") is not None else END_OF_JOURNAL,
+            **({"journal_version": meta["journal_version"]} if meta.get("journal_version") is not None else {})}
     hour, out = hour_window(hour_key(first))[0], {}
     while hour <= hour_window(hour_key(last))[0]:
         out[hour.strftime(KEY_FORMAT)] = dict(said)
@@ -99,7 +100,8 @@ def merged(before: dict | None, said: dict) -> dict:
     ends = (before["seq_to"], said["seq_to"])
     return {"writer": ", ".join(sorted({*before["writer"].split(", "), said["writer"]})), "run": said["run"],
             "commits": before["commits"] + said["commits"], "seq_from": min(before["seq_from"], said["seq_from"]),
-            "seq_to": END_OF_JOURNAL if END_OF_JOURNAL in ends else max(ends)}
+            "seq_to": END_OF_JOURNAL if END_OF_JOURNAL in ends else max(ends),
+            **({"journal_version": said["journal_version"]} if "journal_version" in said else {})}
 
 
 def materializations(job: Job, hours: dict[str, dict]) -> list[dg.AssetMaterialization]:

@@ -130,7 +130,8 @@ def cmd_run(a) -> int:
         interrupts.on_stop(lambda: interrupted(spark, where, run_id, again))
         s = run(spark, a.lake, job, target=a.target, start=a.start, end=a.end, run_id=run_id)
     print(json.dumps({"job": job.name, "target": s.target, "seq_from": s.seq_from, "seq_to": s.seq_to,
-                      **summarize(spark, where, job), "seconds": round(s.seconds, 2)}, indent=2))
+                      "journal_version": s.journal_version, **summarize(spark, where, job),
+                      "seconds": round(s.seconds, 2)}, indent=2))
     return 0
 
 

@@ -221,7 +221,9 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
     dead = dead.persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(dead)
     before = {p: v.wp for p, v in state.partitions.items()}
-    timeline = watermarks.timeline(_in_range(full, since_seq), before=before).select(
+    # over every row decided (the steps reached before `since_seq` are on the timeline already), then the range's:
+    # a range's first row in a partition is no new step unless the whole replay's is one
+    timeline = _in_range(watermarks.timeline(full, before=before), since_seq).select(
         "partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
         _instant("wp").alias("watermark"), _instant("output_watermark").alias("output_watermark"),
     )

@@ -63,12 +63,27 @@ class IngestResult:
     backward_offsets: int = 0  # new events whose offset is below the previous event's in their partition
 
 
-def read(spark: SparkSession, lake: str, store: TableStore | None = None) -> DataFrame:
+def read(spark: SparkSession, lake: str, store: TableStore | None = None, version: int | None = None) -> DataFrame:
+    """The journal's rows; at `version` when given, so that every pass of a run reads the one version it started
+    from (an ingest committing meanwhile is not half-seen). Without it, each query reads the latest version."""
     store = store or default_store()
     path = Lake(lake).journal
     if not store.exists(path):
         raise _no_journal(lake)
-    return store.read(spark, path)
+    return store.read(spark, path, None if version is None else pinned_version(lake, store, version))
+
+
+def pinned_version(lake: str, store: TableStore | None = None, wanted: int | None = None) -> int:
+    """The journal version a run reads: `wanted` (refused in one line when the journal has no such version), else
+    the latest."""
+    store = store or default_store()
+    path = Lake(lake).journal
+    if not store.exists(path):
+        raise _no_journal(lake)
+    latest = store.version(path)
+    if wanted is not None and not 0 <= wanted <= latest:
+        raise ValueError(f"journal version {wanted}: the journal at {path} has versions 0 to {latest}")
+    return latest if wanted is None else wanted
 
 
 def require(lake: str) -> None:

@@ -49,7 +49,9 @@ class AppTransaction:
 class TableStore(Protocol):
     def exists(self, path: str) -> bool: ...
 
-    def read(self, spark: SparkSession, path: str) -> DataFrame: ...
+    def read(self, spark: SparkSession, path: str, version: int | None = None) -> DataFrame: ...
+
+    def version(self, path: str) -> int | None: ...
 
     def read_commit(self, spark: SparkSession, path: str, version: int) -> DataFrame | None: ...
 
@@ -83,8 +85,11 @@ class DeltaStore:
 
         return DeltaTable.isDeltaTable(_spark(), path)
 
-    def read(self, spark: SparkSession, path: str) -> DataFrame:
-        return spark.read.format("delta").load(path)
+    def read(self, spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
+        """The table's rows, at `version` when given (Delta's `versionAsOf`: what a later commit adds is not seen);
+        else at its latest version each time a query runs."""
+        reader = spark.read.format("delta")
+        return (reader if version is None else reader.option("versionAsOf", version)).load(path)
 
     def read_commit(self, spark: SparkSession, path: str, version: int) -> DataFrame | None:
         """The rows commit `version` added, read from the files it added; None when it removed any (unless

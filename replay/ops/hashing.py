@@ -1,4 +1,6 @@
-"""`replay hash`: one order-independent content hash of a target's decisions, windows and dead letters."""
+"""`replay hash`: one order-independent content hash of every output table of a target (decisions, windows, dead
+letters, watermarks, metrics): all of them are a function of the journal and the job. The live job's `lag` and
+`diagnostics` are observations of the wall clock, not outputs, and its checkpoints are where it resumes: left out."""
 from __future__ import annotations
 
 import hashlib
@@ -6,12 +8,12 @@ import hashlib
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay.io.lake import TargetDir
+from replay.io.lake import OUTPUT_TABLES, TargetDir
 from replay.io.runs import check_whole
 from replay.io.store import default_store
 from replay.model.jobs import SPEC_JOB
 
-HASHED = ("decisions", "windows", "dead_letters")
+HASHED = OUTPUT_TABLES
 
 
 def table_digest(df: DataFrame) -> tuple[int, int]:

@@ -33,6 +33,7 @@ class RunSummary:
     seconds: float = 0.0
     checkpoint: int | None = None  # the checkpoint (batch) the replay started from, if any
     run_id: str = ""  # recorded in every commit's userMetadata
+    journal_version: int | None = None  # the journal version every pass read, recorded in every commit too
 
 
 @dataclass(frozen=True)
@@ -46,10 +47,12 @@ class _Replay:
     end: str | None
     checkpoints_of: TargetDir
     run_id: str
+    journal_version: int  # the one version of the journal the run reads (versionAsOf)
 
     def metadata(self, table: str, lo: int | None, hi: int | None) -> dict:
         return {"writer": WRITER, "job": self.job.name, "target": self.where.target, "table": table,
-                "policy": policy_hash(self.job.policy), "seq_from": lo, "seq_to": hi, "run": self.run_id}
+                "policy": policy_hash(self.job.policy), "seq_from": lo, "seq_to": hi, "run": self.run_id,
+                "journal_version": self.journal_version}
 
 
 def new_run_id() -> str:
@@ -65,23 +68,29 @@ def admit(spark: SparkSession, lake: str, job: Job) -> None:
 
 
 def run(spark: SparkSession, lake: str, job: Job, target: str = "production", start: str | None = None,
-        end: str | None = None, *, checkpoints_of: str | None = None, run_id: str | None = None) -> RunSummary:
+        end: str | None = None, *, checkpoints_of: str | None = None, run_id: str | None = None,
+        journal_version: int | None = None) -> RunSummary:
     """Replay the journal (or the arrival range [start, end)) into `target` of `job`. A range replay starts from
     the latest checkpoint before `start` of target `checkpoints_of` (default: `target`), made for this job and
     policy. Holds the target's lock: one writer at a time. Every commit records `run_id` (default: a new one),
-    so a target whose tables come from different runs (an interrupted run) can be told apart (`replay.io.runs`)."""
+    so a target whose tables come from different runs (an interrupted run) can be told apart (`replay.io.runs`).
+    Every read of the journal is of one version, `journal_version` (default: the latest when the run starts), which
+    every commit records: an ingest committing during the run is not seen, not even by some of its passes."""
     admit(spark, lake, job)
+    if journal_version is not None:
+        journal.pinned_version(lake, wanted=journal_version)  # a version the journal lacks: refused before the lock
     where = Lake(lake).target(job.name, target)
     with locks.hold(where.lock, "run"):
         for left in where.scratch_folders():  # a killed range run's: only the lock's holder writes one
             shutil.rmtree(left, ignore_errors=True)
+        pinned = journal.pinned_version(lake, wanted=journal_version)  # taken as the run starts, under its lock
         return _run(spark, _Replay(lake, job, where, start, end, Lake(lake).target(job.name, checkpoints_of or target),
-                                   run_id or new_run_id()))
+                                   run_id or new_run_id(), pinned))
 
 
 def _run(spark: SparkSession, r: _Replay) -> RunSummary:
     began, store = time.perf_counter(), default_store()
-    rows = journal.read(spark, r.lake, store)
+    rows = journal.read(spark, r.lake, store, r.journal_version)
     if r.job.fields:
         journal.require_payloads(rows, r.lake)
     lo, hi = seq_bounds(rows, r.start, r.end)
@@ -105,7 +114,8 @@ def _run(spark: SparkSession, r: _Replay) -> RunSummary:
                             continuing=engine.Continuing(cp and cp.state, history))
         _commit(spark, store, r, out, (lo, hi), step)
     out.unpersist()
-    return RunSummary(r.where.target, lo, hi, time.perf_counter() - began, cp and cp.batch, r.run_id)
+    return RunSummary(r.where.target, lo, hi, time.perf_counter() - began, cp and cp.batch, r.run_id,
+                      r.journal_version)
 
 
 def _commit(spark: SparkSession, store: TableStore, r: _Replay, out: engine.Outputs, span, step) -> None:

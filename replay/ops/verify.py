@@ -1,7 +1,8 @@
 """`replay verify`: replay an arrival range into a scratch target and compare it with a target's outputs.
 
-A target's decisions, windows and dead letters are a pure function of the journal and the policy, so a
-fresh replay of the same range must match them row for row; any difference is damage (a tampered or lost
+A target's tables (decisions, windows, dead letters, watermarks, metrics) are a pure function of the journal and
+the job, so a fresh replay of the same range must match them row for row (the metrics, which cover whole hours of
+the whole target, over the hours the range's rows arrived in); any difference is damage (a tampered or lost
 file, a partial write, a run with another policy) and the hours it touches are what a recovery repairs.
 """
 from __future__ import annotations
@@ -11,17 +12,18 @@ import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from replay.io import journal
-from replay.io.lake import Lake, TargetDir
+from replay.engine import metrics
+from replay.io.lake import OUTPUT_TABLES, Lake, TargetDir
 from replay.io.runs import check_whole
 from replay.io.store import default_store
 from replay.model.jobs import Job
 from replay.ops.run import run
 
-COMPARED = ("decisions", "windows", "dead_letters")
+COMPARED = OUTPUT_TABLES  # every output table: the metrics over the hours the range's rows arrived in
 EXAMPLES = 3  # differing rows quoted per table and side
 
 
@@ -52,6 +54,7 @@ class VerifyReport:
     tables: list[TableDiff]
     hours: list[str]  # arrival hours (ISO, UTC) whose rows differ: what a recovery replays
     journal_violations: list[str] = field(default_factory=list)  # the journal's own invariants broken
+    journal_version: int | None = None  # the journal version the replay read
 
     @property
     def identical(self) -> bool:
@@ -60,7 +63,8 @@ class VerifyReport:
     def to_dict(self) -> dict:
         return {
             "target": self.target, "from": self.start, "to": self.end, "seq_from": self.seq_from,
-            "seq_to": self.seq_to, "identical": self.identical, "hours": self.hours,
+            "seq_to": self.seq_to, "journal_version": self.journal_version, "identical": self.identical,
+            "hours": self.hours,
             "journal_violations": self.journal_violations,
             "tables": {t.table: {"rows_compared": t.rows_compared, "only_in_target": t.only_in_target,
                                  "only_in_replay": t.only_in_replay, "first_seq": t.first_seq,
@@ -70,6 +74,8 @@ class VerifyReport:
 
     def text(self) -> str:
         span = f"seq [{self.seq_from or 0}, {'end' if self.seq_to is None else self.seq_to})"
+        if self.journal_version is not None:
+            span += f" of journal version {self.journal_version}"
         head = (f"verify {self.target} from {self.start or 'the start'} to {self.end or 'the end'} ({span}): "
                 f"{'identical' if all(t.identical for t in self.tables) else 'DIFFERENT'}"
                 f"{'; JOURNAL INVARIANTS BROKEN' if self.journal_violations else ''}")
@@ -103,8 +109,9 @@ def verify(spark: SparkSession, lake: str, job: Job, start: str | None = None, e
     scratch = Lake(lake).scratch_target(job.name, "verify")
     try:
         summary = run(spark, lake, job, target=scratch.target, start=start, end=end)
-        report = compare(spark, where, scratch, summary.seq_from, summary.seq_to, start=start, end=end)
-        report.journal_violations = journal_violations(journal.read(spark, lake, store))
+        report = compare(spark, where, scratch, summary.seq_from, summary.seq_to, start=start, end=end,
+                         journal_version=summary.journal_version)
+        report.journal_violations = journal_violations(journal.read(spark, lake, store, summary.journal_version))
         return report
     finally:
         shutil.rmtree(scratch.folder, ignore_errors=True)
@@ -135,58 +142,103 @@ def journal_violations(rows: DataFrame) -> list[str]:
 def in_range(df: DataFrame, table: str, lo: int | None, hi: int | None) -> DataFrame:
     """The rows a replay of seq [lo, hi) writes: by seq, windows by emitted_at (and the flushed windows,
     emitted_at null, when the range runs to the end of the journal)."""
+    return df.where(_range(table, lo, hi))
+
+
+def _range(table: str, lo: int | None, hi: int | None) -> Column:
     column = F.col("emitted_at" if table == "windows" else "seq")
     cond = column >= (lo or 0)
     if hi is not None:
         cond = cond & (column < hi)
     if table == "windows" and hi is None:
         cond = cond | column.isNull()
-    return df.where(cond)
+    return cond
 
 
 def compare(spark: SparkSession, target: TargetDir, replayed: TargetDir, lo: int | None, hi: int | None, *,
-            start: str | None = None, end: str | None = None) -> VerifyReport:
-    """Compare the seq range [lo, hi) of two targets of one job; `replayed` is the reference."""
+            start: str | None = None, end: str | None = None, journal_version: int | None = None) -> VerifyReport:
+    """Compare the seq range [lo, hi) of two targets of one job; `replayed` is the reference, replayed from
+    `journal_version` of the journal (default: the latest)."""
     store = default_store()
-    seq_hours = _seq_hours(spark, target.lake, store)
+    seq_hours = _seq_hours(spark, target.lake, store, journal_version)
     diffs, hours = [], set()
     for table in COMPARED:
-        ours = in_range(store.read(spark, replayed.table(table)), table, lo, hi)
-        theirs = in_range(store.read(spark, target.table(table)), table, lo, hi)
+        if table == "metrics":
+            ours, theirs = _metrics_sides(spark, store, target, replayed, lo, hi)
+        else:
+            ours = in_range(store.read(spark, replayed.table(table)), table, lo, hi)
+            theirs = in_range(store.read(spark, target.table(table)), table, lo, hi)
         columns = ours.columns
         absent = [c for c in columns if c not in theirs.columns]
         if absent:
             raise ValueError(f"target {target.target!r}: table {table} has no column {absent[0]!r}")
-        theirs = theirs.select(*columns)
-        only_target = theirs.exceptAll(ours).withColumn("_side", F.lit("target"))
-        only_replay = ours.exceptAll(theirs).withColumn("_side", F.lit("replay"))
-        seq_col = "emitted_at" if table == "windows" else "seq"
-        differing = only_target.unionByName(only_replay).cache()
-        try:
-            stats = differing.agg(
-                F.count(F.when(F.col("_side") == "target", 1)).alias("t"),
-                F.count(F.when(F.col("_side") == "replay", 1)).alias("r"),
-                F.min(seq_col).alias("first"),
-                F.count(F.when(F.col(seq_col).isNull(), 1)).alias("nulls"),
-            ).first()
-            examples = []
-            if stats["t"] or stats["r"]:
-                for row in differing.orderBy(F.col(seq_col).asc_nulls_last(), "_side").limit(2 * EXAMPLES).collect():
-                    d = row.asDict()
-                    side = target.target if d.pop("_side") == "target" else "replay"
-                    examples.append(f"only in {side}: {_short(d)}")
-                hours |= _differing_hours(differing, seq_col, seq_hours)
-        finally:
-            differing.unpersist()
-        diffs.append(TableDiff(table, ours.count(), stats["t"], stats["r"], stats["first"], stats["nulls"] > 0,
-                               examples))
-    return VerifyReport(target.target, start, end, lo, hi, diffs, sorted(hours))
+        diff, differing = _table_diff(table, ours, theirs.select(*columns), target.target, seq_hours)
+        diffs.append(diff)
+        hours |= differing
+    return VerifyReport(target.target, start, end, lo, hi, diffs, sorted(hours), journal_version=journal_version)
 
 
-def _seq_hours(spark, lake, store) -> DataFrame:
-    """seq -> the hour (UTC) of its arrival, for every journal row."""
+def _metrics_sides(spark: SparkSession, store, target: TargetDir, replayed: TargetDir, lo: int | None,
+                   hi: int | None) -> tuple[DataFrame, DataFrame]:
+    """The metrics cover the whole target, hour by hour: the reference is what they are once the range's decisions
+    and dead letters are the replay's (the target's own outside it), over the hours the range's rows arrived in."""
+    def composed(table: str) -> DataFrame:
+        ours = in_range(store.read(spark, replayed.table(table)), table, lo, hi)
+        theirs = store.read(spark, target.table(table))
+        whole = lo is None and hi is None
+        return ours if whole else ours.unionByName(theirs.where(~_range(table, lo, hi)).select(*ours.columns))
+
+    decisions, letters = composed("decisions"), composed("dead_letters")
+    expected, actual = metrics.hourly(decisions, letters), store.read(spark, target.table("metrics"))
+    if lo is None and hi is None:
+        return expected, actual
+    arrived = (in_range(store.read(spark, replayed.table(t)), t, lo, hi).select("arrival_time")
+               for t in ("decisions", "dead_letters"))
+    span = next(arrived).unionByName(next(arrived)).agg(F.min(F.date_trunc("hour", "arrival_time")).alias("a"),
+                                                       F.max(F.date_trunc("hour", "arrival_time")).alias("b")).first()
+    hour = lambda df: df.where(F.col("hour").between(F.lit(span["a"]), F.lit(span["b"])))  # noqa: E731
+    return hour(expected), hour(actual)
+
+
+def _table_diff(table: str, ours: DataFrame, theirs: DataFrame, name: str,
+                seq_hours: DataFrame) -> tuple[TableDiff, set[str]]:
+    """How `theirs` (the target's rows, named `name`) differs from `ours` (the reference), and the arrival hours
+    of the differing rows."""
+    only_target = theirs.exceptAll(ours).withColumn("_side", F.lit("target"))
+    only_replay = ours.exceptAll(theirs).withColumn("_side", F.lit("replay"))
+    seq_col = {"windows": "emitted_at", "metrics": None}.get(table, "seq")
+    order = F.col(seq_col or "hour").asc_nulls_last()
+    differing = only_target.unionByName(only_replay).cache()
+    hours = set()
+    try:
+        stats = differing.agg(
+            F.count(F.when(F.col("_side") == "target", 1)).alias("t"),
+            F.count(F.when(F.col("_side") == "replay", 1)).alias("r"),
+            (F.min(seq_col) if seq_col else F.lit(None)).alias("first"),
+            (F.count(F.when(F.col(seq_col).isNull(), 1)) if seq_col else F.lit(0)).alias("nulls"),
+        ).first()
+        examples = []
+        if stats["t"] or stats["r"]:
+            for row in differing.orderBy(order, "_side").limit(2 * EXAMPLES).collect():
+                d = row.asDict()
+                side = name if d.pop("_side") == "target" else "replay"
+                examples.append(f"only in {side}: {_short(d)}")
+            hours = (_metric_hours(differing) if seq_col is None else
+                     _differing_hours(differing, seq_col, seq_hours))
+    finally:
+        differing.unpersist()
+    return TableDiff(table, ours.count(), stats["t"], stats["r"], stats["first"], stats["nulls"] > 0, examples), hours
+
+
+def _metric_hours(differing: DataFrame) -> set[str]:
+    return {r[0] for r in differing.select(F.date_format("hour", "yyyy-MM-dd'T'HH:00:00'Z'")).distinct().collect()
+            if r[0] is not None}
+
+
+def _seq_hours(spark, lake, store, version: int | None = None) -> DataFrame:
+    """seq -> the hour (UTC) of its arrival, for every journal row (of `version`)."""
     # the session time zone is UTC (replay.io.spark.DETERMINISM), so the formatted hour is UTC
-    return journal.read(spark, lake, store).select(
+    return journal.read(spark, lake, store, version).select(
         F.col("seq").alias("_seq"), F.date_format("arrival_time", "yyyy-MM-dd'T'HH:00:00'Z'").alias("_hour"))
 
 

@@ -12,7 +12,8 @@ from assets.advice import advice_asset
 from assets.journal import journal_asset
 from assets.outputs import job_outputs
 from orchestration.resources import RetraceResource
-from replay.io.lake import OUTPUT_TABLES
+from replay.io.lake import OUTPUT_TABLES, Lake
+from replay.io.store import default_store
 from replay.model.jobs import Job
 from replay.model.policy import Policy
 from replay.ops.generate import StreamSpec, generate
@@ -64,6 +65,7 @@ def test_a_shadow_target_with_a_policy_override_leaves_production_alone(spark, r
     # the hour holds the whole journal: its seq range runs to the end, said so (not a seq of -1)
     assert (m["seq_from"], m["seq_to"]) == (0, "end of journal")
     assert _no_placeholder(m) and m["seconds"] > 0
+    assert m["journal_version"] == default_store().version(Lake(retrace.lake).journal)  # the version the run read
     assert {mat.asset_key.to_user_string() for mat in result.asset_materializations_for_node(OUTPUTS.op.name)} == \
         set(KEYS)
     assert all(os.path.isdir(target_dir(retrace.lake, "shadow-what-if").table(t)) for t in OUTPUT_TABLES)

@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from replay.io import journal
 from replay.io.journal import ingest
+from replay.io.lake import OUTPUT_TABLES
 from replay.io.store import default_store
 from replay.model.durations import format_instant
 from replay.model.jobs import Job
@@ -124,17 +125,29 @@ def test_dead_letters_are_the_dropped_and_quarantined_events(spark, stream, full
     assert lost and letters == lost
 
 
-def test_replaying_a_range_rewrites_the_same_outputs(spark, stream, full):
+def test_replaying_ranges_rewrites_the_same_outputs(spark, stream, full):
+    """A bounded range, then one to the end: every table (watermarks and metrics too) as the whole replay's."""
     lake, policy = stream["lake"], stream["policy"]
     bounds = journal.read(spark, lake).agg(F.min(F.unix_micros("arrival_time")).alias("lo"),
                                            F.max(F.unix_micros("arrival_time")).alias("hi")).first()
-    middle = format_instant((bounds["lo"] + bounds["hi"]) // 2)
+    third = (bounds["hi"] - bounds["lo"]) // 3
     run(spark, lake, Job.spec(policy), target="ranged")
-    summary = run(spark, lake, Job.spec(policy), target="ranged", start=middle)
-    assert summary.seq_from is not None and summary.seq_from > 0 and summary.seq_to is None
-    decisions = _read(spark, lake, "ranged", "decisions")
-    assert table_digest(decisions) == table_digest(_read(spark, lake, "full", "decisions"))
+    bounded = run(spark, lake, Job.spec(policy), target="ranged", start=format_instant(bounds["lo"] + third),
+                  end=format_instant(bounds["lo"] + 2 * third))
+    assert bounded.seq_from > 0 and bounded.seq_to is not None
+    rest = run(spark, lake, Job.spec(policy), target="ranged", start=format_instant(bounds["lo"] + 2 * third))
+    assert rest.seq_from == bounded.seq_to and rest.seq_to is None
+    assert _digests(spark, lake, "ranged") == _digests(spark, lake, "full")
     assert target_hash(spark, target_dir(lake, "ranged")) == full
+
+
+def _digests(spark, lake, target):
+    """Every output table's digest (watermarks and metrics included): what a target holds, row for row."""
+    return {name: table_digest(_read(spark, lake, target, name)) for name in OUTPUT_TABLES}
+
+
+def test_the_hash_covers_every_output_table():
+    assert set(HASHED) == set(OUTPUT_TABLES)
 
 
 def test_tampering_with_one_window_changes_the_hash(spark, stream, full):

@@ -57,8 +57,7 @@ def test_untouched_production_verifies_identical(spark, lake, policy):
     report = verify(spark, lake, Job.spec(policy))
     assert report.identical, report.text()
     assert report.hours == []
-    assert {t.table: t.rows_compared > 0 for t in report.tables} == {
-        "decisions": True, "windows": True, "dead_letters": True}
+    assert {t.table: t.rows_compared > 0 for t in report.tables} == {name: True for name in TABLES}
 
 
 def test_a_range_compares_only_the_rows_of_that_range(spark, lake, policy):
@@ -103,6 +102,29 @@ def test_a_deleted_dead_letter_is_only_in_the_replay(spark, lake, policy):
 
     letters = {t.table: t for t in report.tables}["dead_letters"]
     assert (letters.only_in_target, letters.only_in_replay, letters.first_seq) == (0, 1, first)
+
+
+def test_a_deleted_watermark_row_is_only_in_the_replay(spark, lake, policy):
+    last = _read(spark, lake, "production", "watermarks").agg(F.max("seq")).first()[0]
+    _copy_with(spark, lake, "lost-watermark", "watermarks", lambda df: df.where(F.col("seq") != last))
+
+    report = verify(spark, lake, Job.spec(policy), target="lost-watermark")
+
+    steps = {t.table: t for t in report.tables}["watermarks"]
+    assert (steps.only_in_target, steps.only_in_replay, steps.first_seq) == (0, 1, last)
+
+
+def test_a_tampered_metric_in_a_verified_range_is_named_with_its_hour(spark, lake, policy):
+    hour = F.col("hour") == F.lit(SECOND_HOUR).cast("timestamp")
+    _copy_with(spark, lake, "tampered-metric", "metrics", lambda df: df.withColumn(
+        "events", F.when(hour & (F.col("partition") == 0), F.col("events") + 1).otherwise(F.col("events"))))
+
+    report = verify(spark, lake, Job.spec(policy), start=SECOND_HOUR, target="tampered-metric")
+
+    by = {t.table: t for t in report.tables}
+    assert [t for t in by if not by[t].identical] == ["metrics"], report.text()
+    assert (by["metrics"].only_in_target, by["metrics"].only_in_replay) == (1, 1)
+    assert report.hours == [SECOND_HOUR]
 
 
 def _replay_cli(*args):
