@@ -70,14 +70,15 @@ def cmd_ingest(a) -> int:
     from replay.ops.ingested import interrupted_ingest, journal_version
     from replay.ops.progress import progress
 
-    fields = SourceFields(a.event_time_field or "event_time", a.key_field or "key")
+    fields = _fields_of_options(a, a.event_time_field or "event_time", a.key_field or "key", a.partitions)
     if a.source:
-        if a.event_time_field or a.key_field:
-            raise ValueError("give --source or --event-time-field/--key-field, not both")
+        if a.event_time_field or a.key_field or _origin_options(a) or a.partitions:
+            raise ValueError("give --source or --event-time-field/--key-field/--arrival-time/--partition/--offset/"
+                             "--partitions, not both")
         src = catalog(a.jobs).sources.get(a.source)
         if src is None:
             raise ValueError(f"--source {a.source!r} is not a source of the jobs folder (its sources.yaml)")
-        fields = SourceFields(src.event_time_field, src.key_field)
+        fields = SourceFields.of(src)
     with locks.hold(Lake(a.lake).journal_lock, "replay ingest", wait=a.wait):  # decided before Spark starts
         again = shlex.join(["replay", "ingest", "--landing", a.landing, "--lake", a.lake,
                             *(["--source", a.source] if a.source else [])])
@@ -96,6 +97,19 @@ def cmd_ingest(a) -> int:
               f"immutable once journaled: put new rows in a new file (--accept-changed to go on)", file=sys.stderr)
         return 1
     return 0
+
+
+def _origin_options(a) -> bool:
+    return any(getattr(a, o) is not None for o in ("arrival_time", "partition", "offset"))
+
+
+def _fields_of_options(a, event_time: str = "event_time", key: str = "key", partitions: str | None = None):
+    """The source given by options: payload fields and where partition, offset and arrival time come from."""
+    from replay.io.journal import SourceFields
+    from replay.model import sources
+
+    origins, declared = sources.from_options(a.arrival_time, a.partition, a.offset, partitions)
+    return SourceFields(event_time, key, origins, declared)
 
 
 def _ingested(r) -> str:
@@ -168,13 +182,15 @@ def _stream_jobs(a):
 
     spec = Job.spec(Policy.from_yaml(a.policy))
     if not a.source:
-        return (spec,), SourceFields()
+        return (spec,), _fields_of_options(a)
+    if _origin_options(a):
+        raise ValueError("give --source or --arrival-time/--partition/--offset, not both")
     found = catalog(a.jobs)
     if a.source not in found.sources:
         raise ValueError(f"--source {a.source!r} is not a source of the jobs folder (its sources.yaml); "
                          f"defined: {', '.join(sorted(found.sources)) or 'none'}")
     src = found.sources[a.source]
-    return ((spec, *found.reading(a.source)), SourceFields(src.event_time_field, src.key_field))
+    return ((spec, *found.reading(a.source)), SourceFields.of(src))
 
 
 def cmd_hash(a) -> int:

@@ -21,6 +21,7 @@ from replay.io import locks, manifest
 from replay.io.lake import Lake
 from replay.io.paths import relative_name, spark_path
 from replay.io.store import TableStore, default_store
+from replay.model.sources import Origins
 
 SCHEMA = (
     "seq long, partition int, offset long, kind string, arrival_time timestamp, event_time timestamp, "
@@ -39,10 +40,17 @@ class SourceFields:
 
     event_time: str = "event_time"
     key: str = "key"
+    origins: Origins = Origins()  # where partition, offset and arrival time come from
+    partitions: tuple[int, ...] | None = None  # the source's partitions, when declared
+
+    @classmethod
+    def of(cls, source) -> "SourceFields":
+        """A `replay.model.jobs.Source`'s fields and declarations."""
+        return cls(source.event_time_field, source.key_field, source.origins, source.partitions)
 
     def columns(self) -> tuple[str, ...]:
         """The landing field read for each of FIELDS."""
-        return ("partition", "offset", "arrival_time", self.event_time, self.key, "value")
+        return (*self.origins.columns(), self.event_time, self.key, "value")
 
     def raw_schema(self) -> str:
         """The `from_json` schema that reads those fields as text (each once)."""
@@ -93,6 +101,9 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
 
     `log(line)`, when given, hears what is done: files listed, lines parsed, rows written.
     `fields`: which payload fields hold the event time and the key (default `event_time`, `key`)."""
+    if fields is not None and fields.origins.arrival == "observed":
+        raise ValueError("arrival_time: observed is the live job's (`replay stream`): a batch ingest of files that "
+                         "landed earlier takes file_modified or {field: NAME}")
     landings.check_apart(landing, lake)  # before the lock: a lake inside its landing is refused untouched
     with locks.hold(Lake(lake).journal_lock, "ingest"):
         return _ingest(spark, landing, lake, store or default_store(), log or (lambda line: None),
@@ -106,7 +117,7 @@ def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say
     listed = source.files()
     files = [f.name for f in listed]
     zero = {f.name for f in listed if f.size == 0}
-    base, done = 0, set()
+    base, done, existing = 0, set(), None
     if store.exists(path):
         existing = store.read(spark, path)
         stats = existing.agg(F.max("seq").alias("hi"), F.collect_set("source").alias("sources")).first()
@@ -122,25 +133,31 @@ def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say
         return IngestResult([], len(files), 0, 0, 0, 0, None, changed)
     observed = manifest.observe(source, new)  # before reading: a file growing while it is read shows as changed
     to_read = [f for f in new if f not in zero]  # a 0-byte file is not even a valid Parquet file
-    rows, lines, cached = None, {}, None
+    raw, lines, cached = None, {}, None
     if isinstance(source, landings.LocalLanding) and to_read and not any(":" in source.path(f) for f in to_read):
         lines = {f: n for f, n in _line_counts(spark, source, to_read).items() if n is not None}
         if lines:
-            rows = normalize(_read_raw(spark, source.root, list(lines), fields))
-    others = [f for f in to_read if f not in lines]  # S3, a local name Hadoop cannot open (`:`), text not UTF-8
+            raw = _read_raw(spark, source.root, list(lines), fields)
+    others = [f for f in to_read if f not in lines]  # S3, gzip, CSV, a name Hadoop cannot open (`:`), not UTF-8
     if others:  # read by Retrace's own data source: count each file's lines first, on parsed rows kept
-        cached = normalize(raw_from_lines(landings.read_lines(spark, landing, others), fields)).persist()
+        cached = raw_from_lines(landings.read_lines(spark, landing, others), fields).persist()
         counted = {r["source"]: r["lines"]
                    for r in cached.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
         say(f"parsed {sum(counted.values())} lines of {len(others)} files")
-        rows, lines = cached if rows is None else rows.unionByName(cached), {**lines, **counted}
+        raw, lines = cached if raw is None else raw.unionByName(cached), {**lines, **counted}
+    rows = None
+    if raw is not None:
+        following = next_offsets(existing) if fields.origins.offset == "line" and base else {}
+        modified = {f: r.mtime_ns for f, r in observed.items()}
+        rows = normalize(place(spark, raw, fields.origins, new, modified, following), fields.partitions)
     empty = [f for f in new if not lines.get(f)]
     if empty:  # a file with no lines is journaled as one `empty` row, so it is read once
         rows = _empty_rows(spark, empty) if rows is None else rows.unionByName(_empty_rows(spark, empty))
         lines = {**lines, **{f: 1 for f in empty}}
     say(f"writing the rows of {len(new)} files to {path}")
     version = store.write(with_seq(spark, rows, new, lines, base), path,
-                          metadata={"writer": "replay ingest", "table": "journal", "seq_from": base, "files": len(new)})
+                          metadata={"writer": "replay ingest", "table": "journal", "seq_from": base, "files": len(new),
+                                    **({} if fields.origins.from_fields else {"origins": fields.origins.describe()})})
     if cached is not None:
         cached.unpersist()
     event = F.col("kind") == "event"
@@ -212,8 +229,8 @@ def _empty_rows(spark: SparkSession, files: list[str]) -> DataFrame:
 
 
 def _format(name: str) -> str:
-    """A landing file's format ("json" or "parquet"), from its extension."""
-    return FORMATS[os.path.splitext(name)[1]]
+    """A landing file's format ("json", "parquet", "csv", "json.gz", "csv.gz"), from its suffix."""
+    return landings.format_of(name)
 
 
 def _line_counts(spark: SparkSession, source: landings.Landing, files: list[str]) -> dict[str, int | None]:
@@ -309,6 +326,52 @@ def raw_from_lines(lines: DataFrame, names: SourceFields | None = None) -> DataF
     parsed = lines.select("source", "source_line", "line", F.from_json("line", names.raw_schema()).alias("_fields"))
     return parsed.select("source", "source_line", "line",
                          *[F.col("_fields")[c].alias(f) for f, c in zip(FIELDS, names.columns())])
+
+
+def place(spark: SparkSession, raw: DataFrame, origins: Origins, files: list[str], modified: dict[str, int | None],
+          following: dict[int, int], observed: int | None = None) -> DataFrame:
+    """The raw rows' partition, offset and arrival time (as text) where the source's `origins` say: the
+    fields read (the default, unchanged), the file's modification time (`modified`: ns per file) or the
+    processing time `observed` (us), the file's path or a field's hash, the row's position in its partition:
+    `following[p]` (0 when absent) for the first row of partition p, then one more per row in the order of
+    `files`, then of lines. A line that is not a JSON object is `unparsed` (malformed), whatever the origins."""
+    if origins.from_fields:
+        return raw
+    per_file = spark.createDataFrame(
+        [(f, i, None if modified.get(f) is None else modified[f] // 1000,
+          origins.file_partition(f) if origins.partition == "file" else None) for i, f in enumerate(files)],
+        "source string, _rank long, _modified long, _file_partition int")
+    rows = raw.join(F.broadcast(per_file), "source", "left")
+    unparsed = F.json_object_keys("line").isNull()
+    arrival = {"field": F.col("arrival_time"),
+               "file_modified": F.timestamp_micros("_modified").cast("string"),
+               "observed": F.timestamp_micros(F.lit(observed).cast("long")).cast("string")}[origins.arrival]
+    partition = {"field": F.col("partition"), "file": F.col("_file_partition").cast("string"),
+                 "hash": F.pmod(F.xxhash64(F.col("partition")), F.lit(origins.hash_partitions)).cast("string")
+                 }[origins.partition]
+    if origins.partition == "hash":
+        partition = F.when(F.col("partition").isNotNull(), partition)
+    rows = rows.select("*", unparsed.alias("unparsed"), arrival.alias("_arrival"), partition.alias("_partition"))
+    offset = F.col("offset")
+    if origins.offset == "line":
+        placed = F.col("_partition").try_cast("int")
+        numbered = placed.isNotNull() & ~F.col("unparsed") & F.col("_arrival").isNotNull()
+        starts = spark.createDataFrame(sorted(following.items()), "_p int, _start long")
+        rows = rows.withColumn("_p", placed).withColumn("_numbered", numbered).join(
+            F.broadcast(starts), "_p", "left")
+        within = Window.partitionBy("_p", "_numbered").orderBy("_rank", "source_line")
+        offset = F.when(F.col("_numbered"),
+                        F.coalesce("_start", F.lit(0)) + F.row_number().over(within) - 1).cast("string")
+    return rows.select("source", "source_line", "line", F.col("_partition").alias("partition"),
+                       offset.alias("offset"), F.col("_arrival").alias("arrival_time"), "event_time", "key", "value",
+                       "unparsed")
+
+
+def next_offsets(journal: DataFrame) -> dict[int, int]:
+    """Each partition's offset after the last one journaled (`offset: line` continues from it)."""
+    last = journal.where(F.col("partition").isNotNull() & F.col("offset").isNotNull()).groupBy("partition").agg(
+        F.max("offset").alias("last")).collect()
+    return {r["partition"]: r["last"] + 1 for r in last}
 
 
 def normalize(raw: DataFrame, partitions: list[int] | None = None) -> DataFrame:

@@ -1,0 +1,131 @@
+"""Plain landing files (issue 47, items 1-2): events that carry no partition, offset or arrival time, as JSON
+lines, gzip JSON lines and CSV, journaled with `arrival_time: file_modified`, `partition: file` and
+`offset: line`: every line once with those values, a second ingest a no-op, and a replay equal to one of the
+same events written the old way (each line carrying the three fields)."""
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from replay.io import journal
+from replay.io.journal import SourceFields, ingest
+from replay.model.policy import Policy
+from replay.model.sources import parse
+from replay.ops.hashing import target_hash
+from replay.ops.run import run
+from replay.model.jobs import Job
+from tests.support import POLICY_FILE, target_dir
+
+START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+# (partition folder, file name, suffix): the landing's files; in path order they are the files' journal order
+FILES = [("partition=0", "00-a", ".jsonl"), ("partition=0", "01-b", ".json.gz"), ("partition=1", "02-c", ".csv"),
+         ("partition=1", "03-d", ".jsonl.gz"), ("partition=2", "04-e", ".jsonl")]
+LINES_PER_FILE = 4
+DECLARED = parse({"arrival_time": "file_modified", "partition": "file", "offset": "line"}, "test")[0]
+
+
+def _events(index: int) -> list[dict]:
+    """The plain events of file `index`: event time, key and value only, in time order within a partition."""
+    return [{"event_time": (START + timedelta(seconds=20 * index + 3 * i)).isoformat().replace("+00:00", "Z"),
+             "key": f"k{(index + i) % 3}", "value": float(index * 10 + i)} for i in range(LINES_PER_FILE)]
+
+
+def _modified(index: int) -> datetime:
+    """File `index`'s modification time: a second after its last event."""
+    return START + timedelta(seconds=20 * index + 3 * (LINES_PER_FILE - 1) + 1)
+
+
+def _write(path: str, suffix: str, events: list[dict], mtime: datetime) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if suffix == ".csv":
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=["event_time", "key", "value"], lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(events)
+        data = out.getvalue().encode()
+    else:
+        data = "".join(json.dumps(e) + "\n" for e in events).encode()
+        if suffix.endswith(".gz"):
+            data = gzip.compress(data, mtime=0)
+    with open(path + suffix, "wb") as f:
+        f.write(data)
+    os.utime(path + suffix, (mtime.timestamp(), mtime.timestamp()))
+
+
+def _old_way_line(event: dict, partition: int, offset: int, arrival: datetime) -> str:
+    return json.dumps({"partition": partition, "offset": offset,
+                       "arrival_time": arrival.isoformat().replace("+00:00", "Z"), **event})
+
+
+@pytest.fixture(scope="module")
+def lakes(spark, tmp_path_factory):
+    """The plain landing ingested with the declarations (and once more), and the same events written the old way
+    ingested by default; both replayed with the production policy."""
+    root = tmp_path_factory.mktemp("declared")
+    plain, old = str(root / "plain"), str(root / "old")
+    offsets: dict[int, int] = {}
+    for index, (folder, name, suffix) in enumerate(FILES):
+        partition = int(folder.split("=")[1])
+        events = _events(index)
+        _write(os.path.join(plain, folder, name), suffix, events, _modified(index))
+        os.makedirs(os.path.join(old, folder), exist_ok=True)
+        with open(os.path.join(old, folder, name + ".jsonl"), "w") as f:
+            for e in events:
+                f.write(_old_way_line(e, partition, offsets.get(partition, 0), _modified(index)) + "\n")
+                offsets[partition] = offsets.get(partition, 0) + 1
+    declared_lake, old_lake = str(root / "declared_lake"), str(root / "old_lake")
+    fields = SourceFields(origins=DECLARED)
+    first = ingest(spark, plain, declared_lake, fields=fields)
+    again = ingest(spark, plain, declared_lake, fields=fields)
+    ingest(spark, old, old_lake)
+    job = Job.spec(Policy.from_yaml(POLICY_FILE))
+    for lake in (declared_lake, old_lake):
+        run(spark, lake, job)
+    return {"plain": plain, "declared": declared_lake, "old": old_lake, "first": first, "again": again,
+            "fields": fields}
+
+
+def _journal(spark, lake: str) -> list[dict]:
+    return [r.asDict() for r in journal.read(spark, lake).orderBy("seq").collect()]
+
+
+def test_every_plain_line_is_journaled_once_with_the_files_partition_mtime_and_line_offset(spark, lakes):
+    rows = _journal(spark, lakes["declared"])
+    expected, offsets = [], {}
+    for index, (folder, name, suffix) in enumerate(FILES):
+        partition = int(folder.split("=")[1])
+        for line in range(1, LINES_PER_FILE + 1):
+            expected.append((f"{folder}/{name}{suffix}", line, "event", partition, offsets.get(partition, 0),
+                             _modified(index).replace(tzinfo=None)))
+            offsets[partition] = offsets.get(partition, 0) + 1
+    got = [(r["source"], r["source_line"], r["kind"], r["partition"], r["offset"], r["arrival_time"]) for r in rows]
+    assert got == expected
+    assert lakes["first"].events == len(FILES) * LINES_PER_FILE and lakes["first"].malformed == 0
+
+
+def test_a_second_ingest_of_the_same_files_is_a_no_op(lakes):
+    again = lakes["again"]
+    assert again.files == [] and again.version is None and again.skipped == len(FILES)
+
+
+def test_a_replay_equals_one_of_the_same_events_written_the_old_way(spark, lakes):
+    assert (target_hash(spark, target_dir(lakes["declared"]))
+            == target_hash(spark, target_dir(lakes["old"])))
+
+
+def test_a_newly_landed_file_continues_its_partitions_offsets(spark, lakes, tmp_path):
+    folder = os.path.join(lakes["plain"], "partition=0")
+    _write(os.path.join(folder, "09-z"), ".jsonl", _events(9), _modified(9))
+    try:
+        r = ingest(spark, lakes["plain"], lakes["declared"], fields=lakes["fields"])
+    finally:
+        os.remove(os.path.join(folder, "09-z.jsonl"))
+    assert r.files == ["partition=0/09-z.jsonl"]
+    new = [row for row in _journal(spark, lakes["declared"]) if row["source"] == "partition=0/09-z.jsonl"]
+    assert [(row["partition"], row["offset"]) for row in new] == [(0, 8 + i) for i in range(LINES_PER_FILE)]
