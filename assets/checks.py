@@ -15,7 +15,7 @@ import dagster as dg
 
 from assets import quality
 from assets.outputs import with_override
-from assets.partitions import HOURLY, RANGE_TAGS, partition_label
+from assets.partitions import RANGE_TAGS, hour_window, partition_label
 from assets.quality_tables import Target
 from replay.model.jobs import Job
 
@@ -91,8 +91,7 @@ def _window(context) -> tuple[Optional[str], Optional[str]]:
         window = context.partition_time_window
         return window.start.isoformat(), window.end.isoformat()
     except dg.DagsterInvariantViolationError:
-        return (HOURLY.time_window_for_partition_key(first).start.isoformat(),
-                HOURLY.time_window_for_partition_key(last).end.isoformat())
+        return hour_window(first)[0].isoformat(), hour_window(last)[1].isoformat()
 
 
 def _evaluate(context, config: CheckConfig, job: Job, check: str, **kwargs) -> dg.AssetCheckResult:

@@ -7,19 +7,21 @@ journal's order) must follow the landing files' order.
 
 import dagster as dg
 
-from assets.partitions import HOURLY
+
+def journal_asset(partitions: dg.PartitionsDefinition) -> dg.AssetsDefinition:
+    """The `journal` asset on the code location's hourly partitions."""
+    return dg.asset(
+        key="journal",
+        partitions_def=partitions,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        group_name="retrace",
+        kinds={"spark", "delta"},
+        description="The arrival journal (Delta): one row per observed event or estimated arrival time, in seq order.",
+        required_resource_keys={"retrace"},
+    )(_ingested)
 
 
-@dg.asset(
-    key="journal",
-    partitions_def=HOURLY,
-    backfill_policy=dg.BackfillPolicy.single_run(),
-    group_name="retrace",
-    kinds={"spark", "delta"},
-    description="The arrival journal (Delta): one row per observed event or estimated arrival time, in seq order.",
-    required_resource_keys={"retrace"},
-)
-def journal(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+def _ingested(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     from pyspark.sql import functions as F
 
     from replay.io import journal as journal_table
@@ -36,7 +38,7 @@ def journal(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         "files_ingested": len(r.files), "files_already_journaled": r.skipped, "rows_ingested": r.rows,
         "malformed_rows": r.malformed, "changed_landing_files": len(r.changed),
         "duplicate_offsets": r.duplicate_offsets, "backward_offsets": r.backward_offsets,
-        "journal_version": r.version if r.version is not None else -1,
+        **({"journal_version": r.version} if r.version is not None else {}),
         "rows_in_range": rows, "landing": dg.MetadataValue.path(retrace.landing),
         "lake": dg.MetadataValue.path(retrace.lake),
     })

@@ -1,7 +1,7 @@
 """Every job's output tables as one multi-asset: an asset factory over `replay.model.jobs.Job`, the spec's
 count/sum job (`default`) included.
 
-For a job `<job>`, `job_outputs(job)` is the multi-asset `<job>_outputs` with the keys `[<job>, decisions]`,
+For a job `<job>`, `job_outputs(job, partitions)` is the multi-asset `<job>_outputs` with the keys `[<job>, decisions]`,
 `[<job>, windows]`, `[<job>, dead_letters]`, `[<job>, watermarks]`, `[<job>, metrics]` in group `<job>`,
 downstream of the shared `journal`, hourly partitions by arrival and a single-run backfill policy: a backfill of
 a range is one `replay.ops.run.run` over its arrival-time window that writes LAKE/jobs/<job>/outputs/<target>/.
@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from assets.partitions import DAGSTER_RUN, END_OF_JOURNAL, HOURLY
+from assets.partitions import DAGSTER_RUN, END_OF_JOURNAL
 from replay.io.lake import OUTPUT_TABLES
 from replay.model.jobs import Job, JobError
 from replay.model.policy import Policy, PolicyError
@@ -79,8 +79,9 @@ def table_descriptions(job: Job) -> dict[str, str]:
     }
 
 
-def job_outputs(job: Job) -> dg.AssetsDefinition:
-    """The multi-asset `<job>_outputs`: a partition range is one replay of the job over its arrivals."""
+def job_outputs(job: Job, partitions: dg.PartitionsDefinition) -> dg.AssetsDefinition:
+    """The multi-asset `<job>_outputs` on the code location's hourly `partitions`: a partition range is one replay
+    of the job over its arrivals."""
     if job.name in TAKEN_GROUPS:
         raise JobError(f"{job.origin}: name: {job.name!r} is the group of the shared journal asset; rename the job")
     descriptions = table_descriptions(job)
@@ -90,7 +91,7 @@ def job_outputs(job: Job) -> dg.AssetsDefinition:
                             kinds={"spark", "delta"}, metadata={"job": job.name, "origin": job.origin,
                                                                 "source": job.source})
                for name in OUTPUT_TABLES],
-        partitions_def=HOURLY,
+        partitions_def=partitions,
         backfill_policy=dg.BackfillPolicy.single_run(),
         can_subset=False,
         name=f"{job.name}_outputs",

@@ -5,7 +5,7 @@ One scratch replay covers the whole range (history before it still counts); its 
 target hour by hour of arrival, and each differing hour is replayed into the target (`replay.ops.run.run` over
 that hour replaces exactly its rows). The diff before and the verification after go in the run's metadata.
 
-`job_recovery(job)` makes, for any job (the spec's job `default` included), the Dagster job `<job>_recovery`
+`job_recovery(job, partitions)` makes, for any job (the spec's job `default` included), the Dagster job `<job>_recovery`
 (op `<job>_recover_recent_hours`) and its daily schedule `<job>_recovery_schedule`, verifying and repairing
 LAKE/jobs/<job>/outputs/<target>/.
 """
@@ -18,7 +18,7 @@ from typing import Optional
 import dagster as dg
 from pydantic import Field
 
-from assets.partitions import DAGSTER_RUN, HOURLY
+from assets.partitions import DAGSTER_RUN, KEY_FORMAT
 from orchestration.resources import RetraceResource
 from replay.io.lake import OUTPUT_TABLES
 from replay.model.jobs import Job
@@ -54,8 +54,10 @@ def recovery_range(config: RecoveryConfig, now: datetime | None = None) -> tuple
     return iso(end - config.hours * HOUR), iso(end)
 
 
-def recover(context, config: RecoveryConfig, retrace: RetraceResource, job: Job):
-    """The recovery op's work for `job` (its policy, its tables under LAKE/jobs/<job>)."""
+def recover(context, config: RecoveryConfig, retrace: RetraceResource, job: Job,
+            partitions: dg.PartitionsDefinition):
+    """The recovery op's work for `job` (its policy, its tables under LAKE/jobs/<job>); a repaired hour that is one
+    of `partitions` is materialized."""
     from replay.ops.run import run
     from replay.ops.verify import verify
 
@@ -73,7 +75,7 @@ def recover(context, config: RecoveryConfig, retrace: RetraceResource, job: Job)
                 run_id=f"{DAGSTER_RUN}{context.run.run_id[:12]}")  # materialized below: no sensor reports it again
             repaired.append(hour)
             if config.target == "production":
-                yield from _materializations(hour, job)
+                yield from _materializations(hour, job, partitions)
     after = verify(spark, retrace.lake, job, start=start, end=end, target=config.target) if repaired else before
     metadata = {
         "from": start, "to": end, "target": config.target, "job": job.name,
@@ -92,12 +94,12 @@ def recover(context, config: RecoveryConfig, retrace: RetraceResource, job: Job)
     yield dg.Output(json.dumps(before.to_dict()), metadata=metadata)
 
 
-def _materializations(hour: str, job: Job):
-    """The repaired hour's partition of each output asset, so the asset graph shows the repair."""
-    d = datetime.fromisoformat(hour.replace("Z", "+00:00"))
-    if d < HOURLY.start:
+def _materializations(hour: str, job: Job, partitions: dg.PartitionsDefinition):
+    """The repaired hour's partition of each output asset, so the asset graph shows the repair (none for an hour
+    before the partitions' start: it has no partition)."""
+    key = datetime.fromisoformat(hour.replace("Z", "+00:00")).strftime(KEY_FORMAT)
+    if not partitions.has_partition_key(key):
         return
-    key = d.strftime(HOURLY.fmt)
     for name in OUTPUT_TABLES:
         yield dg.AssetMaterialization(asset_key=[job.name, name], partition=key, metadata={"repaired_by": "recovery"})
 
@@ -116,7 +118,7 @@ class JobRecovery:
     schedule: dg.ScheduleDefinition
 
 
-def job_recovery(job: Job) -> JobRecovery:
+def job_recovery(job: Job, partitions: dg.PartitionsDefinition) -> JobRecovery:
     """`<job>_recovery` (op `<job>_recover_recent_hours`, config `RecoveryConfig`) and its daily schedule
     `<job>_recovery_schedule` (00:30 UTC): verify the last 24 hours of the job's production and repair what
     differs."""
@@ -125,7 +127,7 @@ def job_recovery(job: Job) -> JobRecovery:
     @dg.op(name=op_name, description=f"Verify the last hours of job {job.name}'s target ({job.origin}) against a "
                                      f"fresh replay and repair the hours that differ.")
     def _recover(context: dg.OpExecutionContext, config: RecoveryConfig, retrace: RetraceResource):
-        yield from recover(context, config, retrace, job)
+        yield from recover(context, config, retrace, job, partitions)
 
     @dg.job(name=f"{job.name}_recovery", tags={"retrace/kind": "recovery", "retrace/job": job.name},
             description=f"Verify the last 24 hours of job {job.name}'s production and repair the hours that differ.")

@@ -11,7 +11,8 @@ from replay.ops.catalog import ROOT
 from replay.ops.demo import DEFAULT_POLICY
 
 ENV = {"lake": "RETRACE_LAKE", "landing": "RETRACE_LANDING", "policy_file": "RETRACE_POLICY",
-       "spark_conf_file": "RETRACE_SPARK_CONF", "partitions": "RETRACE_PARTITIONS", "source": "RETRACE_SOURCE"}
+       "spark_conf_file": "RETRACE_SPARK_CONF", "partitions": "RETRACE_PARTITIONS", "source": "RETRACE_SOURCE",
+       "partitions_start": "RETRACE_PARTITIONS_START"}
 
 
 class RetraceResource(dg.ConfigurableResource):
@@ -24,12 +25,13 @@ class RetraceResource(dg.ConfigurableResource):
     spark_conf_file: str = ""  # a spark-defaults style file (e.g. infra/spark/cluster.conf); empty = local
     partitions: int = 8  # the landing source's partition count, for the live job (the generator makes 8)
     source: str = ""  # the landing's source in the jobs folder (its payload fields; the live job runs its jobs)
+    partitions_start: str = ""  # ISO time of the first hourly partition; empty = the journal's first arrival
 
     @classmethod
     def from_env(cls, environ=None) -> "RetraceResource":
         """The defaults, overridden by RETRACE_LAKE, RETRACE_LANDING, RETRACE_POLICY, RETRACE_SPARK_CONF,
-        RETRACE_PARTITIONS, RETRACE_SOURCE (read when the code location loads, so a test or a deployment points
-        it at its own folders)."""
+        RETRACE_PARTITIONS, RETRACE_SOURCE, RETRACE_PARTITIONS_START (read when the code location loads, so a test
+        or a deployment points it at its own folders)."""
         environ = os.environ if environ is None else environ
         return cls(**{field: environ[var] for field, var in ENV.items() if environ.get(var)})
 

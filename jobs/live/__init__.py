@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from jobs.live.options import FileSource, KafkaSource, LiveOptions
 from jobs.live.report import StreamSummary
 from replay.io import landing as landings
-from replay.io import locks
+from replay.io import lake_marker, locks
 from replay.io.journal import SourceFields
 from replay.io.lake import Lake
 from replay.model.jobs import Job
@@ -38,12 +38,15 @@ def run_stream(spark: SparkSession, source: FileSource | KafkaSource, lake: str,
 
 
 def writer_locks(lake: str, jobs, target: str, command: str, wait: float | None = None) -> ExitStack:
-    """The journal's lock and the target's lock of every job (entered; close the stack to release them)."""
-    stack, place = ExitStack(), Lake(lake)
+    """The journal's lock and the target's lock of every job (entered; close the stack to release them). Every
+    target is validated, and the folder claimed as a lake, before the first lock file is made."""
+    place = Lake(lake)
+    paths = [place.journal_lock, *(place.target(job.name, target).lock for job in jobs)]
+    lake_marker.claim(lake)
+    stack = ExitStack()
     try:
-        stack.enter_context(locks.hold(place.journal_lock, command, wait=wait))
-        for job in jobs:
-            stack.enter_context(locks.hold(place.target(job.name, target).lock, command, wait=wait))
+        for path in paths:
+            stack.enter_context(locks.hold(path, command, wait=wait))
     except BaseException:
         stack.close()
         raise

@@ -19,7 +19,7 @@ from replay.io.lake import Lake, TargetDir
 from replay.io.store import AppTransaction, Replace
 from replay.model.jobs import Job
 from replay.model.policy import policy_hash
-from replay.ops.run import target_metrics
+from replay.ops.run import hours_between, target_metrics
 
 WRITER = "replay stream"  # a commit's `writer`: which program wrote it
 
@@ -74,7 +74,7 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
     # emitted windows are appended; the open ones (null emitted_at, what a flush would emit now) replaced
     step.write(tables["windows"], "windows", replace=Replace("emitted_at", batch.span["lo"], None, nulls=True))
     before = lambda: live.earlier.last_events(journaled, cp.state.seq, batch.span["partitions"])  # noqa: E731
-    _commit_metrics(live, step, out, before)
+    _commit_metrics(live, step, out, before)  # the batch's last output commit: it records the hours it wrote
     crash_point(step.crash("metrics"))
     state = out.state.advanced(batch.span["hi"])
     made = Checkpoint(step.batch, state, batch.source if lead else {}, job.signature())
@@ -110,6 +110,12 @@ class _Step:
                 "policy": policy_hash(self.job.policy), "seq_from": self.span["lo"], "seq_to": self.span["hi"] + 1,
                 "batch": self.batch, "run": f"live-batch-{self.batch}"}
 
+    def last_metadata(self) -> dict:
+        """The metrics commit's (the batch's last output): with the hours its rows arrived in, which the Dagster
+        sensor `retrace_outside_runs` reports as materializations, as it does a `replay run`'s."""
+        arrivals = self.span.get("arrivals")
+        return {**self.metadata("metrics"), "hours": hours_between(*arrivals) if arrivals else None}
+
     def write(self, df: DataFrame, name: str, **how) -> int | None:
         version = self.live.store.write(df, self.where.table(name), txn=self.txn(name), metadata=self.metadata(name),
                                         **how)
@@ -136,13 +142,13 @@ def _commit_metrics(live, step: _Step, out: engine.Outputs, last_events) -> None
     table = store.read_current(spark, path) if store.exists(path) else None
     if table is None or set(metrics.COLUMNS) - set(table.columns):  # none yet, or from an older Retrace
         store.write(target_metrics(spark, store, step.where), path, mode="overwrite", txn=step.txn("metrics"),
-                    metadata=step.metadata("metrics"))
+                    metadata=step.last_metadata())
         return
     tables = out.tables()
     fresh = metrics.of_stretch(tables["decisions"], tables["dead_letters"], last_events())
     # one file in (partition, hour) order, sorted where it is gathered (a global sort would sample first)
     store.write(metrics.combine(table, fresh).coalesce(1).sortWithinPartitions("partition", "hour"), path,
-                mode="overwrite", txn=step.txn("metrics"), metadata=step.metadata("metrics"))
+                mode="overwrite", txn=step.txn("metrics"), metadata=step.last_metadata())
 
 
 def _committed(live, where: TargetDir, cp: Checkpoint, versions: dict) -> Checkpoint:

@@ -32,6 +32,7 @@ HINTS = (
     ("No such file", "check that the path exists"),
     ("Permission denied", "check the file's permissions for the user running replay"),
 )
+_WORKER_ERROR = re.compile(r"^[A-Za-z_.]*(?:Error|Exception): (.+)$", re.M)  # the last line of a worker's trace
 _CONDITION = re.compile(r"\[([A-Z][A-Z_.]+)\]\s*")
 _FILE = re.compile(r"(?:reading file|Path does not exist:|File not found:|file|path)\s+[`']?((?:file:|s3a?://|/)[^`'\n]*?)[`']?(?:\.\s|\.$|\s+SQLSTATE|\n|$)")
 
@@ -72,6 +73,9 @@ def one_line(e: BaseException, command: str) -> tuple[str, str]:
     found = _CONDITION.search(first)
     if found:  # "[FAILED_READ_FILE.NO_HINT] Encountered error ..." -> the text, and the condition at the end
         cond, first = found.group(1), first[found.end():].strip()
+    raised = _WORKER_ERROR.findall(text) if "Python worker" in text else []
+    if raised:  # a Python worker's error (a landing the data source reads): its own message, which names the file
+        first = raised[-1]
     named = named_file(text)
     if named:
         first = first.replace(named[0], named[1])

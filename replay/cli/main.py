@@ -64,7 +64,7 @@ def cmd_generate(a) -> int:
 
 def cmd_ingest(a) -> int:
     from replay.io import locks
-    from replay.io.journal import SourceFields, ingest
+    from replay.io.journal import SourceFields, admit, ingest
     from replay.io.lake import Lake
     from replay.ops.catalog import catalog
     from replay.ops.ingested import interrupted_ingest, journal_version
@@ -79,6 +79,7 @@ def cmd_ingest(a) -> int:
         if src is None:
             raise ValueError(f"--source {a.source!r} is not a source of the jobs folder (its sources.yaml)")
         fields = SourceFields.of(src)
+    admit(a.landing, a.lake, fields)  # nothing is made in the lake before its input is checked
     with locks.hold(Lake(a.lake).journal_lock, "replay ingest", wait=a.wait):  # decided before Spark starts
         again = shlex.join(["replay", "ingest", "--landing", a.landing, "--lake", a.lake,
                             *(["--source", a.source] if a.source else [])])
@@ -125,14 +126,18 @@ def _ingested(r) -> str:
 def cmd_run(a) -> int:
     from replay.io import locks
     from replay.io.lake import Lake
-    from replay.ops.run import interrupted, new_run_id, run
+    from replay.ops.run import admit, interrupted, new_run_id, run
     from replay.ops.summarize import summarize
 
     job = _job(a)
     where = Lake(a.lake).target(job.name, a.target)
+    _check_range(a)
+    locks.check_free(where.lock, wait=a.wait)  # a busy target is refused before Spark starts, and made no file
+    interrupts.on_stop(lambda: f"target {where.target!r} is unchanged: nothing was written")
+    spark = _spark()
+    admit(spark, a.lake, job)  # a job Spark refuses, or a lake with no journal, leaves no file in the lake
     with locks.hold(where.lock, "replay run", wait=a.wait):
-        interrupts.on_stop(lambda: f"target {where.target!r} is unchanged: Spark had not started")
-        spark, run_id = _spark(), new_run_id()
+        run_id = new_run_id()
         again = " ".join(["replay run", "--lake", a.lake, *(["--job", a.job] if a.job else ["--policy", a.policy]),
                           "--target", a.target, *(["--from", a.start] if a.start else []),
                           *(["--to", a.end] if a.end else [])])
@@ -146,7 +151,9 @@ def cmd_run(a) -> int:
 def cmd_stream(a) -> int:
     from jobs.live import run_stream, writer_locks
     from jobs.live.diagnostics import alert_on
+    from jobs.live.kafka import check_topic
     from jobs.live.options import FileSource, KafkaSource, LiveOptions
+    from replay.io import landing as landings
     from replay.io.alerts import sinks_from_env
 
     jobs, fields = _stream_jobs(a)
@@ -160,10 +167,12 @@ def cmd_stream(a) -> int:
             raise ValueError("--max-files-per-batch and --max-bytes-per-batch bound landing files; "
                              "use --max-records-per-batch with Kafka")
         source = KafkaSource(a.kafka_bootstrap, a.topic or "", a.trust_create_time, a.max_records_per_batch)
+        check_topic(_spark(), source)  # a topic refused before any lock is made (the broker needs Spark's JVM)
     else:
         if a.topic or a.trust_create_time or a.max_records_per_batch:
             raise ValueError("--topic, --trust-create-time and --max-records-per-batch need --kafka-bootstrap")
         source = FileSource(a.landing, a.max_files_per_batch, a.max_bytes_per_batch)
+        landings.check_usable(a.landing, a.lake)  # before any lock is made
     with writer_locks(a.lake, jobs, a.target, "replay stream", wait=a.wait):  # decided before Spark starts
         s = run_stream(_spark(), source, a.lake, jobs, options, fields)
     print(json.dumps({"target": a.target, "batches": s.batches, "rows": s.rows, "clock_rows": s.clock_rows,
@@ -321,7 +330,7 @@ def _interrupted(stop: interrupts.CtrlC) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from replay.io import driver_logs
+    from replay.io import driver_logs, lake_marker
     from replay.io.locks import LockBusy
     from replay.ops.progress import report_on
 
@@ -333,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     stop = interrupts.start()
     try:
         with driver_logs.warnings_to(log), held_library_logs():  # PySpark's and py4j's error records: the log file
+            if getattr(args, "lake", None) and args.command != "doctor":  # doctor reports on it instead
+                lake_marker.check(args.lake)  # a folder that is not a lake is refused, whatever the command
             return args.fn(args)
     except BaseException as e:  # noqa: BLE001 - sorted below; what is not ours to report is raised again
         if stop.received:  # after a Ctrl-C, whatever unwinds is the interruption (a cancelled job's error too)

@@ -17,8 +17,8 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from replay.io import landing as landings
-from replay.io import locks, manifest
-from replay.io.lake import Lake
+from replay.io import lake_marker, locks, manifest
+from replay.io.lake import Lake, is_table
 from replay.io.paths import relative_name, spark_path
 from replay.io.store import TableStore, default_store
 from replay.model.sources import Origins
@@ -75,8 +75,30 @@ def read(spark: SparkSession, lake: str, store: TableStore | None = None) -> Dat
     store = store or default_store()
     path = Lake(lake).journal
     if not store.exists(path):
-        raise FileNotFoundError(f"no journal at {path}; run `replay ingest --landing DIR --lake {lake}` first")
+        raise _no_journal(lake)
     return store.read(spark, path)
+
+
+def require(lake: str) -> None:
+    """Refuse a local lake with no journal, without Spark: a replay of nothing fails before it creates a file."""
+    if "://" not in lake and not is_table(Lake(lake).journal):
+        raise _no_journal(lake)
+
+
+def _no_journal(lake: str) -> FileNotFoundError:
+    return FileNotFoundError(f"no journal at {Lake(lake).journal}; run `replay ingest --landing DIR --lake {lake}` "
+                             f"first")
+
+
+def admit(landing: str, lake: str, fields: SourceFields | None = None) -> None:
+    """What an ingest checks before it creates anything: declarations a batch ingest can follow, a landing it can
+    use, a lake that is one (a new lake gets its marker). The CLI calls it before it takes the journal's lock and
+    starts Spark."""
+    if fields is not None and fields.origins.arrival == "observed":
+        raise ValueError("arrival_time: observed is the live job's (`replay stream`): a batch ingest of files that "
+                         "landed earlier takes file_modified or {field: NAME}")
+    landings.check_usable(landing, lake)  # a lake inside its landing is refused untouched
+    lake_marker.claim(lake)  # a folder that is not a lake is refused
 
 
 def require_payloads(rows: DataFrame, lake: str) -> None:
@@ -101,10 +123,7 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
 
     `log(line)`, when given, hears what is done: files listed, lines parsed, rows written.
     `fields`: which payload fields hold the event time and the key (default `event_time`, `key`)."""
-    if fields is not None and fields.origins.arrival == "observed":
-        raise ValueError("arrival_time: observed is the live job's (`replay stream`): a batch ingest of files that "
-                         "landed earlier takes file_modified or {field: NAME}")
-    landings.check_apart(landing, lake)  # before the lock: a lake inside its landing is refused untouched
+    admit(landing, lake, fields)
     with locks.hold(Lake(lake).journal_lock, "ingest"):
         return _ingest(spark, landing, lake, store or default_store(), log or (lambda line: None),
                        fields or SourceFields())

@@ -7,6 +7,7 @@
     LAKE/jobs/<job>/advice/                        `replay advise`'s report of the job
     LAKE/quality/                                  the data-quality checks' Great Expectations context
     LAKE/alerts.jsonl                              the alerts' log file (replay.io.alerts), unless set elsewhere
+    LAKE/.retrace-lake                             the lake's marker: its layout version (replay.io.lake_marker)
 
 The spec's count/sum job is the job named `default` (`Job.spec`), so its outputs lie where any job's do. A lake
 written before jobs had that job's outputs under LAKE/outputs/<target>: `replay migrate` moves them once, and
@@ -14,13 +15,18 @@ every other command that finds them refuses (`OldLayout`), naming that command.
 """
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from dataclasses import dataclass
 
 OUTPUT_TABLES = ("decisions", "windows", "dead_letters", "watermarks", "metrics")
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_windows", "checkpoint_keys")
+LIVE_TABLES = ("lag", "diagnostics")  # the live job's, in its lead job's target
+TARGET_TABLES = OUTPUT_TABLES + CHECKPOINT_TABLES + LIVE_TABLES  # every table Retrace writes in a target
 JOURNAL_TABLES = ("journal", "journal_source", "journal_files")
+MARKER = ".retrace-lake"  # LAKE/.retrace-lake: what makes a folder a lake (replay.io.lake_marker)
+LAYOUT = 1  # the layout the marker of a lake in today's layout records; 0: the layout before jobs
 TARGET_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
 SCRATCH = "_"  # targets and tables whose name starts so are scratch (a verify's replay, a range's decisions)
 SCRATCH_RUN = f"{SCRATCH}scratch-"  # a range replay's decisions, kept aside in its target until it commits
@@ -93,6 +99,26 @@ class Lake:
         return os.path.join(self.root, "journal.lock")
 
     @property
+    def marker(self) -> str:
+        return os.path.join(self.root, MARKER)
+
+    def layout(self) -> int | None:
+        """The layout version the lake's marker records; None without a marker (a lake not made yet, or made
+        before markers); a marker that cannot be read is refused naming it."""
+        try:
+            with open(self.marker) as f:
+                layout = json.load(f)["layout"]
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{self.marker}: the lake's marker cannot be read ({type(e).__name__}: {e}); it holds "
+                             f'{{"layout": {LAYOUT}}} in a lake Retrace made') from None
+        if not isinstance(layout, int) or isinstance(layout, bool) or layout > LAYOUT:
+            raise ValueError(f"{self.marker}: layout {layout!r} is not one this Retrace knows (0 to {LAYOUT}): "
+                             f"the lake was made by a newer Retrace")
+        return layout
+
+    @property
     def quality(self) -> str:
         return os.path.join(self.root, "quality")
 
@@ -114,21 +140,21 @@ class Lake:
         return TargetDir(self.root, job, f"{SCRATCH}{purpose}-{uuid.uuid4().hex[:12]}")
 
     def targets(self) -> list[TargetDir]:
-        """Every job's targets that hold tables (scratch targets left out), by job and target name."""
+        """Every job's targets (folders named as targets are; scratch targets left out), by job and target name."""
         self.refuse_old_layout()
         jobs = os.path.join(self.root, "jobs")
         out = []
         for job in _folders(jobs):
             out += [TargetDir(self.root, job, t) for t in _folders(os.path.join(jobs, job, "outputs"))
-                    if not t.startswith(SCRATCH)]
+                    if not t.startswith(SCRATCH) and set(t) <= TARGET_CHARS]
         return out
 
     def tables(self) -> list[str]:
-        """Every Delta table of the lake: the journal's, then each target's (scratch tables left out)."""
+        """Every Delta table Retrace writes in the lake: the journal's, then each target's by the names Retrace
+        gives them (`TARGET_TABLES`). Anything else in the folder, a table of the user's too, is not listed."""
         out = [p for p in (self.journal, self.journal_source, self.journal_files) if is_table(p)]
         for where in self.targets():
-            out += [where.table(t) for t in _folders(where.folder) if not t.startswith(SCRATCH)
-                    and is_table(where.table(t))]
+            out += [where.table(t) for t in sorted(TARGET_TABLES) if is_table(where.table(t))]
         return out
 
     def relative(self, path: str) -> str:
@@ -140,7 +166,9 @@ class Lake:
         return os.path.join(self.root, "outputs")
 
     def has_old_layout(self) -> bool:
-        return os.path.isdir(self.old_outputs())
+        """LAKE/outputs in a lake without a marker, or whose marker says layout 0 (a folder of that name in a
+        lake of today's layout is not Retrace's)."""
+        return os.path.isdir(self.old_outputs()) and self.layout() in (None, 0)
 
     def refuse_old_layout(self) -> None:
         if self.has_old_layout():

@@ -103,15 +103,26 @@ class Landing:
     def read(self, name: str) -> bytes:
         raise NotImplementedError
 
+    def check(self) -> None:
+        """Refuse a landing that is plainly not there (a local folder that does not exist), before a command
+        creates anything; an S3 prefix is found out by its listing."""
+
+    def where(self, name: str) -> str:
+        """How messages name one of its files."""
+        return f"{self.uri.rstrip('/')}/{name}"
+
 
 class LocalLanding(Landing):
     def __init__(self, folder: str):
         self.uri = folder
         self.root = os.path.abspath(folder)
 
-    def files(self) -> list[LandingFile]:
+    def check(self) -> None:
         if not os.path.isdir(self.root):
             raise FileNotFoundError(f"landing folder {self.uri} does not exist")
+
+    def files(self) -> list[LandingFile]:
+        self.check()
         found = []
         for root, _, names in os.walk(self.root):
             for name in names:
@@ -122,6 +133,9 @@ class LocalLanding(Landing):
 
     def path(self, name: str) -> str:
         return os.path.join(self.root, name)
+
+    def where(self, name: str) -> str:
+        return self.path(name)
 
     def read(self, name: str) -> bytes:
         with open(self.path(name), "rb") as f:
@@ -148,6 +162,15 @@ class S3Landing(Landing):
         if self._client is None:
             self._client = s3_client()
         return self._client
+
+    def check(self) -> None:
+        """The bucket is there and readable (one HEAD request), before a command creates anything."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except Exception as e:  # noqa: BLE001 - botocore's errors; a HEAD's missing bucket is a bare 404
+            code = getattr(e, "response", {}).get("Error", {}).get("Code", "")
+            raise self._error(e) if code != "404" else FileNotFoundError(
+                f"landing bucket {self.bucket!r} of {self.uri} does not exist") from e
 
     def files(self) -> list[LandingFile]:
         found = []
@@ -197,6 +220,13 @@ def _unreachable(e: Exception) -> bool:
     from botocore.exceptions import ConnectionError as EndpointError
 
     return isinstance(e, EndpointError)
+
+
+def check_usable(landing: str, lake: str) -> None:
+    """Refuse a landing a command cannot use, before it creates anything: one that holds its lake (or lies
+    inside it), or a local folder that is not there."""
+    check_apart(landing, lake)
+    Landing.of(landing).check()
 
 
 def check_apart(landing: str, lake: str) -> None:
@@ -251,7 +281,7 @@ def lines(landing: Landing, name: str) -> Iterator[pa.RecordBatch]:
     elif fmt == "csv":
         yield from _csv_lines(name, data)
     else:
-        yield from _parquet_lines(name, data)
+        yield from _parquet_lines(name, data, landing.where(name))
 
 
 def _gunzip(name: str, data: bytes) -> bytes:
@@ -319,11 +349,16 @@ def _line_text(line: bytes) -> str:
         return BASE64 + base64.b64encode(line).decode("ascii")
 
 
-def _parquet_lines(name: str, data: bytes) -> Iterator[pa.RecordBatch]:
-    """Each row as a compact JSON object (null fields left out, as Spark's to_json does), numbered from 1."""
+def _parquet_lines(name: str, data: bytes, where: str) -> Iterator[pa.RecordBatch]:
+    """Each row as a compact JSON object (null fields left out, as Spark's to_json does), numbered from 1. A file
+    that is not Parquet is refused naming it (`where`: its path or S3 object)."""
     import pyarrow.parquet as pq
 
-    table = pq.read_table(io.BytesIO(data))
+    try:
+        table = pq.read_table(io.BytesIO(data))
+    except (pa.ArrowException, OSError) as e:
+        raise ValueError(f"landing file {where} is not a Parquet file that can be read ({' '.join(str(e).split())}); "
+                         f"repair it or move it out of the landing") from None
     for start in range(0, table.num_rows, ROWS_PER_BATCH):
         rows = table.slice(start, ROWS_PER_BATCH).to_pylist()
         text = [json.dumps({k: v for k, v in r.items() if v is not None}, separators=(",", ":"), default=str)

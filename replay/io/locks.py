@@ -42,9 +42,7 @@ def holder(path: str) -> str:
 def hold(path: str, command: str | None = None, wait: float | None = None, poll: float = 0.2):
     """Hold the exclusive lock at `path` for the block. When another process holds it, wait up to `wait`
     seconds (default: $RETRACE_LOCK_WAIT, else 0; saying so on stderr), then raise LockBusy naming the holder."""
-    path = os.path.abspath(path)
-    if wait is None:
-        wait = float(os.environ.get("RETRACE_LOCK_WAIT", "0"))
+    path, wait = os.path.abspath(path), _wait(wait)
     with _guard:
         if path in _held:  # re-entrant within this process
             fd, depth = _held[path]
@@ -76,6 +74,30 @@ def hold(path: str, command: str | None = None, wait: float | None = None, poll:
         yield
     finally:
         _release(path)
+
+
+def check_free(path: str, wait: float | None = None, poll: float = 0.2) -> None:
+    """Refuse (LockBusy, after waiting as `hold` does) when another process holds the lock at `path`, without
+    creating its file: a writer that must start Spark to validate its input learns of a busy lock first, and a
+    command refused after that leaves nothing behind. `hold` decides for good."""
+    path, wait = os.path.abspath(path), _wait(wait)
+    with _guard:
+        if path in _held:
+            return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return  # no writer ever held it
+    try:
+        _acquire(fd, path, wait, poll)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _wait(wait: float | None) -> float:
+    """The seconds to wait for a busy lock: `wait`, else $RETRACE_LOCK_WAIT, else 0."""
+    return float(os.environ.get("RETRACE_LOCK_WAIT", "0")) if wait is None else wait
 
 
 def _acquire(fd: int, path: str, wait: float, poll: float) -> None:

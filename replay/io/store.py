@@ -10,6 +10,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
@@ -438,6 +439,84 @@ def commits_after(path: str, version: int) -> list[tuple[int, dict]]:
 
 
 _COMMIT_FILE = re.compile(r"\d{20}\.json")
+
+
+@dataclass(frozen=True)
+class LogStats:
+    """A table's rows and each column's least and greatest value, as the Delta log's per-file statistics record
+    them (a timestamp as text, e.g. `2024-01-01T00:00:00.000Z`; files without statistics are left out)."""
+
+    rows: int
+    low: dict
+    high: dict
+
+
+def log_stats(path: str) -> LogStats | None:
+    """The table's statistics, read in Python from the latest checkpoint and the JSON commits after it: no Spark,
+    for the code location (at load) and its sensors. None: no table."""
+    log = os.path.join(path, "_delta_log")
+    if not os.path.isdir(log):
+        return None
+    names = os.listdir(log)
+    done, live = _checkpoint_files(log, names)
+    for name in sorted(n for n in names if _COMMIT_FILE.fullmatch(n) and int(n[:20]) > done):
+        with open(os.path.join(log, name)) as f:
+            for action in map(json.loads, filter(str.strip, f)):
+                if "add" in action:
+                    live[action["add"]["path"]] = action["add"].get("stats")
+                elif "remove" in action:
+                    live.pop(action["remove"]["path"], None)
+    rows, low, high = 0, {}, {}
+    for stats in (json.loads(t) for t in live.values() if t):
+        if not stats.get("numRecords"):
+            continue
+        rows += stats["numRecords"]
+        _widen(low, stats.get("minValues"), min)
+        _widen(high, stats.get("maxValues"), max)
+    return LogStats(rows, low, high)
+
+
+def _widen(found: dict, values: dict | None, pick) -> None:
+    """`found` updated with a file's least (`pick` min) or greatest (max) values of its top-level columns."""
+    for column, value in (values or {}).items():
+        if not isinstance(value, dict):  # a struct column's values are nested: left out
+            found[column] = pick(value, found.get(column, value), key=_comparable)
+
+
+def least_value(path: str, column: str):
+    """The least value of `column` in the table (`log_stats`); None: no table, no rows or no statistics of it."""
+    stats = log_stats(path)
+    return None if stats is None else stats.low.get(column)
+
+
+def _checkpoint_files(log: str, names: list[str]) -> tuple[int, dict]:
+    """The version of the table's latest (classic, single or multi-part) checkpoint and its files' statistics by
+    path; (-1, {}) without one."""
+    parts = [n for n in names if _CHECKPOINT_FILE.fullmatch(n)]
+    if not parts:
+        return -1, {}
+    import pyarrow.parquet as pq
+
+    version = max(int(n[:20]) for n in parts)
+    live = {}
+    for name in sorted(n for n in parts if int(n[:20]) == version):
+        for row in pq.read_table(os.path.join(log, name), columns=["add"]).column("add").to_pylist():
+            if row is not None:
+                live[row["path"]] = row.get("stats")
+    return version, live
+
+
+_CHECKPOINT_FILE = re.compile(r"\d{20}\.checkpoint(\.\d{10}\.\d{10})?\.parquet")
+
+
+def _comparable(value):
+    """Timestamps in statistics carry their offset (the session's time zone): compared as instants."""
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return value
+    return value
 
 
 def default_store() -> TableStore:

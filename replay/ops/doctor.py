@@ -16,6 +16,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 
+from replay.io import lake_marker
 from replay.io import spark as spark_settings
 from replay.io.secrets import redact
 
@@ -136,6 +137,10 @@ def lake_writable(lake: str) -> Check:
     folder, note = _existing(lake)
     if not os.path.isdir(folder):
         return Check("lake", "fail", f"{folder} is a file, not a folder: choose another --lake")
+    try:
+        lake_marker.check(lake)  # a folder of the user's that every command would refuse
+    except ValueError as e:
+        return Check("lake", "fail", str(e))
     try:
         fd, probe = tempfile.mkstemp(prefix=".doctor-", dir=folder)
         os.close(fd)

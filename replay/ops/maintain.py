@@ -1,6 +1,9 @@
 """`replay maintain`, table maintenance of a lake (also the Dagster `maintenance` job): per Delta table, compact
 small files (OPTIMIZE), keep only the last N checkpoints of each target, and vacuum files that no version
 within the retention needs. Micro-batches leave many small files; reads slow down with each one.
+
+Only the tables Retrace writes are touched (`Lake.tables`: the journal's, and each target's by name), in a folder
+that is a lake (`replay.io.lake_marker`): a file or table of the user's beside them is left as it is.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from replay.io import lake_marker
 from replay.io.lake import CHECKPOINT_TABLES, Lake, TargetDir, is_table
 from replay.model.durations import format_duration, parse_duration
 
@@ -63,6 +67,7 @@ def maintain(spark: SparkSession, lake: str, retention: str = DEFAULT_RETENTION,
                          f"(the live job resumes from the last)")
     if not os.path.isdir(lake):
         raise FileNotFoundError(f"no lake at {lake}")
+    lake_marker.claim(lake)  # a folder that is not a lake is refused: its files are never vacuumed
     place, removed = Lake(lake), {}
     for where in place.targets():
         if is_table(where.table("checkpoints")):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from contextlib import ExitStack
 
-from replay.io import locks
+from replay.io import lake_marker, locks
 from replay.io.lake import Lake
 from replay.model.jobs import SPEC_JOB
 
@@ -21,6 +21,7 @@ def migrate(lake: str) -> str:
     place = Lake(lake)
     if not os.path.isdir(lake):
         raise FileNotFoundError(f"no lake at {lake}")
+    lake_marker.claim(lake)  # a lake made before markers is marked with the layout it is in
     if not place.has_old_layout():
         return f"{lake} is in today's layout: nothing to move"
     moves = place.old_moves(SPEC_JOB)
@@ -36,6 +37,7 @@ def migrate(lake: str) -> str:
             os.makedirs(os.path.dirname(to), exist_ok=True)
             os.rename(src, to)
         os.rmdir(place.old_outputs())
+        lake_marker.mark(lake)  # today's layout
     moved = [os.path.relpath(src, lake) for src, _ in moves if not src.endswith(".lock")]
     return (f"moved {', '.join(moved) or 'nothing'} of {lake} to {os.path.join('jobs', SPEC_JOB)}/ "
             f"(the spec's job is the job named {SPEC_JOB!r})")

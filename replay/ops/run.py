@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from replay.engine import job_sql, metrics, pipeline as engine
-from replay.io import checkpoints, faults, journal, locks
+from replay.io import checkpoints, faults, journal, lake_marker, locks
 from replay.io.lake import Lake, TargetDir
 from replay.io.paths import spark_path
 from replay.io.runs import describe, table_runs
@@ -56,13 +56,21 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
+def admit(spark: SparkSession, lake: str, job: Job) -> None:
+    """What a replay checks before it creates anything: a job Spark accepts and a lake with a journal (a mistyped
+    lake is not made), then the lake's marker. The CLI calls it before it takes the target's lock."""
+    job_sql.check(spark, job)
+    journal.require(lake)
+    lake_marker.claim(lake)
+
+
 def run(spark: SparkSession, lake: str, job: Job, target: str = "production", start: str | None = None,
         end: str | None = None, *, checkpoints_of: str | None = None, run_id: str | None = None) -> RunSummary:
     """Replay the journal (or the arrival range [start, end)) into `target` of `job`. A range replay starts from
     the latest checkpoint before `start` of target `checkpoints_of` (default: `target`), made for this job and
     policy. Holds the target's lock: one writer at a time. Every commit records `run_id` (default: a new one),
     so a target whose tables come from different runs (an interrupted run) can be told apart (`replay.io.runs`)."""
-    job_sql.check(spark, job)
+    admit(spark, lake, job)
     where = Lake(lake).target(job.name, target)
     with locks.hold(where.lock, "run"):
         for left in where.scratch_folders():  # a killed range run's: only the lock's holder writes one
@@ -122,7 +130,12 @@ def arrival_hours(decisions: DataFrame) -> list[str] | None:
     which the run's last commit records for the Dagster sensor that reports runs made outside Dagster."""
     hour = lambda c: F.unix_micros(F.date_trunc("hour", c))  # noqa: E731 - in UTC, the session's time zone
     first, last = decisions.agg(hour(F.min("arrival_time")), hour(F.max("arrival_time"))).first()
-    return None if first is None else [format_instant(first), format_instant(last)]
+    return None if first is None else hours_between(first, last)
+
+
+def hours_between(first: int, last: int) -> list[str]:
+    """The hours (ISO) holding the instants `first` and `last` (microseconds), as a commit records them."""
+    return [format_instant(us - us % 3_600_000_000) for us in (first, last)]
 
 
 def seq_bounds(rows: DataFrame, start: str | None, end: str | None) -> tuple[int | None, int | None]:

@@ -62,6 +62,15 @@ def test_doctor_fails_a_lake_no_file_can_be_written_in(tmp_path):
     assert line.startswith("fail") and "cannot write in /proc" in line and "write access" in line, line
 
 
+def test_doctor_fails_a_folder_that_is_not_a_lake_naming_its_files(tmp_path):
+    (tmp_path / "mine" / "journal").mkdir(parents=True)
+    (tmp_path / "mine" / "journal" / "notes.txt").write_text("the user's own")
+    r = replay("doctor", "--lake", str(tmp_path / "mine"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if re.match(r"\w+ +lake:", ln))
+    assert line.startswith("fail") and "not a Retrace lake" in line and "journal/notes.txt" in line, line
+
+
 def test_doctor_fails_an_s3_landing_without_credentials_saying_which_variables_to_set(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update({"AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),

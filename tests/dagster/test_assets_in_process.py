@@ -9,18 +9,20 @@ import dagster as dg
 import pytest
 
 from assets.advice import advice_asset
-from assets.journal import journal
+from assets.journal import journal_asset
 from assets.outputs import job_outputs
 from orchestration.resources import RetraceResource
 from replay.io.lake import OUTPUT_TABLES
 from replay.model.jobs import Job
 from replay.model.policy import Policy
 from replay.ops.generate import StreamSpec, generate
-from tests.support import POLICY_FILE, target_dir
+from tests.support import POLICY_FILE, hours_from, target_dir
 
 HOUR = "2024-01-01-00:00"
 SPEC = Job.spec(Policy.from_yaml(POLICY_FILE))
-OUTPUTS = job_outputs(SPEC)  # the op `default_outputs`, as in the code location
+HOURS = hours_from()  # the generated arrivals' hours
+OUTPUTS = job_outputs(SPEC, HOURS)  # the op `default_outputs`, as in the code location
+journal = journal_asset(HOURS)
 KEYS = [f"default/{table}" for table in OUTPUT_TABLES]
 
 
@@ -46,6 +48,7 @@ def test_materializing_the_journal_ingests_the_landing_files_once(spark, retrace
 
     again = _metadata(dg.materialize([journal], partition_key=HOUR, resources={"retrace": retrace}), "journal")
     assert (again["files_ingested"], again["files_already_journaled"], again["rows_ingested"]) == (0, 2, 0)
+    assert _no_placeholder(again)  # nothing ingested: no journal version rather than -1
 
 
 def test_a_shadow_target_with_a_policy_override_leaves_production_alone(spark, retrace):
@@ -60,10 +63,18 @@ def test_a_shadow_target_with_a_policy_override_leaves_production_alone(spark, r
     assert m["target"] == "shadow-what-if" and m["policy"] == expected and m["rows"] > 0
     # the hour holds the whole journal: its seq range runs to the end, said so (not a seq of -1)
     assert (m["seq_from"], m["seq_to"]) == (0, "end of journal")
+    assert _no_placeholder(m) and m["seconds"] > 0
     assert {mat.asset_key.to_user_string() for mat in result.asset_materializations_for_node(OUTPUTS.op.name)} == \
         set(KEYS)
     assert all(os.path.isdir(target_dir(retrace.lake, "shadow-what-if").table(t)) for t in OUTPUT_TABLES)
     assert not os.path.exists(target_dir(retrace.lake, "production").table("decisions"))
+
+
+def _no_placeholder(metadata: dict) -> dict:
+    """The metadata has no value standing for "none" (an empty text, -1), which the UI would show as a value."""
+    placeholders = {k: v for k, v in metadata.items() if v == "" or v == -1}
+    assert not placeholders, placeholders
+    return metadata
 
 
 def _decided(spark, lake, target):

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from assets.checks import CHECKS
-from assets.partitions import HOURLY
+from assets.partitions import partitions_start
 from orchestration.alerting import RESOURCES, SENSORS
-from orchestration.definitions import defs
+from orchestration.definitions import PARTITIONS, RETRACE, defs
 from orchestration.resources import RetraceResource
 from replay.io.spark import spark_conf
 from replay.model.jobs import JobError
@@ -28,6 +28,7 @@ OUTPUTS = {"decisions", "windows", "dead_letters", "watermarks", "metrics"}
 JOBS = ("default", "device_minute", "region_alarms")  # the spec's job and the jobs of jobs/examples
 JOB_ASSETS = {f"{job}/{table}" for job in JOBS for table in OUTPUTS}
 ADVICE = {f"{job}/advice" for job in JOBS}
+LIVE_TABLES = {"default/lag", "default/diagnostics"}  # the lead job's, observed by a sensor
 
 
 def _graph():
@@ -55,18 +56,21 @@ def test_workspace_loads_the_definitions_file():
 
 def test_the_assets_are_the_journal_and_five_outputs_and_the_advice_of_every_job():
     keys = {k.to_user_string() for k in _graph().get_all_asset_keys()}
-    assert keys == {"journal"} | JOB_ASSETS | ADVICE
+    assert keys == {"journal"} | JOB_ASSETS | ADVICE | LIVE_TABLES
 
 
-def test_every_asset_but_the_advice_is_hourly_by_arrival_with_a_single_run_backfill_policy():
+def test_every_asset_but_the_advice_and_the_live_tables_is_hourly_by_arrival_with_a_single_run_backfill_policy():
     graph = _graph()
     for key in graph.get_all_asset_keys():
-        if key.to_user_string() in ADVICE:
+        if key.to_user_string() in ADVICE | LIVE_TABLES:
             continue
         node = graph.get(key)
-        assert node.partitions_def == HOURLY, key
+        assert node.partitions_def == PARTITIONS, key
         assert node.backfill_policy == dg.BackfillPolicy.single_run(), key
-    assert HOURLY.timezone == "UTC" and HOURLY.start.isoformat().startswith("2024-01-01T00:00:00")
+    # where they start: test_outside_runs.py (the journal's first arrival, a configured time, this hour); `now` is
+    # the load's hour, so an hour that ends during the test does not move an empty lake's start
+    start = partitions_start(RETRACE.lake, RETRACE.partitions_start, now=PARTITIONS.start)
+    assert PARTITIONS.timezone == "UTC" and PARTITIONS.start == start
 
 
 def test_the_journal_is_the_retrace_group_upstream_of_every_job():
@@ -116,7 +120,7 @@ def test_jobs_schedules_and_sensors():
         "maintenance_schedule": "maintenance", "advice_schedule": "advice_daily",
         **{f"{job}_recovery_schedule": f"{job}_recovery" for job in JOBS}}
     sensors = {s.name for s in repo.sensor_defs}
-    assert sensors == {"landing_sensor", "retrace_outside_runs", *(s.name for s in SENSORS)}
+    assert sensors == {"landing_sensor", "retrace_outside_runs", "retrace_live_tables", *(s.name for s in SENSORS)}
     assert repo.get_sensor_def("landing_sensor").job_name == "live"
     schedule = repo.get_schedule_def("default_recovery_schedule")
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING

@@ -19,11 +19,12 @@ from replay.model.policy import Policy
 from replay.ops.generate import StreamSpec, generate
 from replay.ops.run import run
 from replay.ops.verify import verify
-from tests.support import POLICY_FILE, target_dir
+from tests.support import POLICY_FILE, hours_from, target_dir
 
 TAMPERED_HOUR = "2024-01-01T01:00:00Z"
 SPEC = Job.spec(Policy.from_yaml(POLICY_FILE))
-RECOVERY = job_recovery(SPEC)
+# partitions that start at the tampered hour: the verified day begins before them, the repaired hour is one
+RECOVERY = job_recovery(SPEC, hours_from(TAMPERED_HOUR))
 OP = "default_recover_recent_hours"
 
 

@@ -224,9 +224,22 @@ def test_parquet_rows_come_through_as_json_lines_that_normalize_like_the_jsonl_r
     assert rows(str(tmp_path / "parquet")) == rows(str(tmp_path / "jsonl"))
 
 
-def test_unknown_bucket_error_names_the_bucket(spark, s3, lake):
-    with pytest.raises(FileNotFoundError, match="no-such-retrace-bucket"):
-        ingest(spark, "s3://no-such-retrace-bucket/landing", lake)
+def test_an_unknown_bucket_is_refused_naming_it_and_creates_no_lake(spark, s3, tmp_path):
+    with pytest.raises(FileNotFoundError, match="landing bucket 'no-such-retrace-bucket'"):
+        ingest(spark, "s3://no-such-retrace-bucket/landing", str(tmp_path / "lake"))
+    assert not (tmp_path / "lake").exists()
+
+
+def test_a_corrupt_parquet_object_fails_ingest_in_one_line_naming_its_key(spark, s3, tmp_path, capsys, monkeypatch):
+    from replay.cli import main as cli
+
+    monkeypatch.setenv("RETRACE_LOG_DIR", str(tmp_path / "logs"))
+    put(s3, "corrupt", "part-00000.jsonl", GOOD + "\n")
+    put(s3, "corrupt", "day=1/part-00001.parquet", "PAR1 this is no Parquet file PAR1")
+    code = cli.main(["ingest", "--landing", f"s3://{BUCKET}/corrupt", "--lake", str(tmp_path / "lake")])
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("replay ingest:")]
+    assert code == 2 and len(lines) == 1, lines
+    assert f"s3://{BUCKET}/corrupt/day=1/part-00001.parquet" in lines[0], lines[0]
 
 
 @pytest.mark.parametrize("uri", ["gs://bucket/landing", "s3://Bad_Bucket/landing", "s3://"])

@@ -80,8 +80,10 @@ def test_a_held_target_lock_refuses_ten_range_replays_and_the_live_job(tmp_path)
             code, _, err = _finish(_start("run", "--lake", lake, "--policy", POLICY_FILE,
                                           "--from", "2024-01-01T00:00:02Z"))
             _assert_refusal(code, err, lock, "a test holding the target")
+    os.makedirs(tmp_path / "landing")
     with locks.hold(Lake(lake).journal_lock, "a test holding the journal"):
-        code, _, err = _finish(_start("stream", "--landing", str(tmp_path), "--lake", lake, "--policy", POLICY_FILE))
+        code, _, err = _finish(_start("stream", "--landing", str(tmp_path / "landing"), "--lake", lake, "--policy",
+                                      POLICY_FILE))
         _assert_refusal(code, err, Lake(lake).journal_lock, "a test holding the journal")
 
 

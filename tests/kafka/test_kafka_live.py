@@ -179,6 +179,19 @@ def test_a_create_time_topic_is_refused_with_a_one_line_reason(spark, kafka_brok
     assert not os.path.exists(tmp_path / "lake")
 
 
+def test_the_stream_command_refusing_a_topic_creates_no_lake(spark, kafka_broker, tmp_path, monkeypatch, capsys):
+    from replay.cli import main as cli
+    from tests.support import POLICY_FILE
+
+    monkeypatch.setenv("RETRACE_LOG_DIR", str(tmp_path / "logs"))
+    topic = kafka_broker.create_topic("cli-producer-clocks", timestamp_type="CreateTime")
+    code = cli.main(["stream", "--kafka-bootstrap", kafka_broker.bootstrap, "--topic", topic,
+                     "--lake", str(tmp_path / "lake"), "--policy", POLICY_FILE, "--max-batches", "1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "CreateTime" in err, err
+    assert not os.path.exists(tmp_path / "lake")
+
+
 def test_a_create_time_topic_is_read_when_producer_times_are_trusted(spark, kafka_broker, tmp_path):
     topic = kafka_broker.create_topic("trusted-clocks", timestamp_type="CreateTime")
     produced_at = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -8,7 +8,7 @@ import os
 import pytest
 from pyspark.sql import functions as F
 
-from replay.io import checkpoints
+from replay.io import checkpoints, lake_marker
 from replay.io.store import default_store
 from replay.ops.hashing import target_hash
 from replay.ops.maintain import maintain
@@ -57,6 +57,31 @@ def test_maintenance_keeps_the_last_checkpoints_of_a_target(spark, tmp_path):
     assert checkpoints.load(spark, live).batch == 4
     assert checkpoints.load(spark, live, before_seq=25) is None  # batch 2 (seq 20) was pruned
     assert kept.where(F.col("batch") < 3).count() == 0
+
+
+def test_maintenance_leaves_the_users_files_and_tables_beside_retraces(spark, tmp_path):
+    from replay.io.checkpoints import Checkpoint
+    from replay.model.state import State
+
+    lake = str(tmp_path / "lake")
+    live = target_dir(lake, "live")
+    checkpoints.save(spark, live, Checkpoint(0, State(seq=0), {}, "{}"))
+    lake_marker.claim(lake)
+    theirs = [os.path.join(live.folder, "mine"), os.path.join(lake, "jobs", "default", "mine"),
+              os.path.join(lake, "mine")]
+    for path in theirs:  # a Delta table of the user's, overwritten once: its first files are unreferenced
+        spark.range(3).write.format("delta").save(path)
+        spark.range(2).write.format("delta").mode("overwrite").save(path)
+    with open(os.path.join(live.folder, "notes.txt"), "w") as f:
+        f.write("mine")
+    files = lambda: sorted(os.path.join(d, n) for p in theirs for d, _, ns in os.walk(p) for n in ns)  # noqa: E731
+    before = files()
+
+    report = maintain(spark, lake, retention="0h")
+
+    assert files() == before
+    assert open(os.path.join(live.folder, "notes.txt")).read() == "mine"
+    assert {t.table for t in report.tables} == {"jobs/default/outputs/live/checkpoints"}  # one batch: no windows
 
 
 def test_the_dagster_maintenance_job_records_what_it_did(spark, fragmented):

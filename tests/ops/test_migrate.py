@@ -24,9 +24,11 @@ from tests.support.lakes import replayed_lake
 
 
 def _as_before_jobs(lake: str) -> None:
-    """Put the spec's job's targets where the code before jobs wrote them: LAKE/outputs/<target>."""
+    """Put the spec's job's targets where the code before jobs wrote them: LAKE/outputs/<target>, in a lake
+    without a marker (the code before jobs wrote none)."""
     os.rename(os.path.join(lake, "jobs", "default", "outputs"), os.path.join(lake, "outputs"))
     shutil.rmtree(os.path.join(lake, "jobs"))
+    os.remove(Lake(lake).marker)
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +71,7 @@ def test_a_checkpoint_made_before_jobs_continues_for_the_spec_job(spark, old_lak
 def test_migrate_refuses_when_a_place_is_taken(spark, tmp_path):
     lake = replayed_lake(spark, tmp_path, seed=5)
     shutil.copytree(os.path.join(lake, "jobs", "default", "outputs"), os.path.join(lake, "outputs"))
+    os.remove(Lake(lake).marker)  # a lake from before markers, in both layouts
     with pytest.raises(ValueError, match=r"production exists already; move it aside, then run `replay migrate"):
         migrate(lake)
 

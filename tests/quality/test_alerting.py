@@ -13,7 +13,7 @@ from orchestration.alerting import RESOURCES, SENSORS, check_failure_alert, run_
 from orchestration.resources import EmailAlertSink, LogFileAlertSink, WebhookAlertSink
 from replay.io import alerts
 from replay.io.alerts import Alert, deliver
-from tests.support.quality_location import CHECKS, OUTPUTS, definitions, journal_asset
+from tests.support.quality_location import CHECKS, JOURNAL, OUTPUTS, definitions
 from tests.support.receivers import HttpReceiver
 
 ALERT = Alert(asset="windows", partition="2024-01-01-00:00...2024-01-01-01:00", check="window_rows_unique",
@@ -95,7 +95,7 @@ def test_alert_severity_must_be_warn_or_error():
 
 
 def test_checks_sensors_and_resources_load_as_one_code_location():
-    defs = dg.Definitions(assets=[journal_asset, OUTPUTS], asset_checks=CHECKS, sensors=SENSORS,
+    defs = dg.Definitions(assets=[JOURNAL, OUTPUTS], asset_checks=CHECKS, sensors=SENSORS,
                           resources={**RESOURCES, "retrace": dg.ResourceDefinition.none_resource()})
     dg.Definitions.validate_loadable(defs)
     assert {s.name for s in SENSORS} == {"retrace_run_failure_alert", "retrace_check_failure_alert"}

@@ -11,3 +11,12 @@ def target_dir(lake: str, target: str = "production", job: str = "default"):
     from replay.io.lake import Lake
 
     return Lake(lake).target(job, target)
+
+
+def hours_from(start: str = "2024-01-01T00:00:00Z"):
+    """A code location's hourly partitions from `start` (default: where the generator's arrivals start)."""
+    from datetime import datetime
+
+    from assets.partitions import hourly
+
+    return hourly(datetime.fromisoformat(start.replace("Z", "+00:00")))

@@ -11,17 +11,19 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from assets.checks import job_checks
-from assets.journal import journal as journal_asset
+from assets.journal import journal_asset
 from assets.outputs import job_outputs
 from orchestration.alerting import SENSORS
 from orchestration.resources import RetraceResource
 from replay.model.jobs import Job
 from replay.model.policy import Policy
 from replay.ops.generate import StreamSpec, generate
-from tests.support import POLICY_FILE
+from tests.support import POLICY_FILE, hours_from
 
 SPEC = Job.spec(Policy.from_yaml(POLICY_FILE))
-OUTPUTS = job_outputs(SPEC)  # the op `default_outputs`, assets [default, <table>]
+HOURS = hours_from()  # the generated arrivals' hours
+OUTPUTS = job_outputs(SPEC, HOURS)  # the op `default_outputs`, assets [default, <table>]
+JOURNAL = journal_asset(HOURS)
 CHECKS = job_checks(SPEC)
 # the generated streams start at 2024-01-01T00:00Z and last a little over an hour: two hourly partitions
 FIRST_HOUR, LAST_HOUR = "2024-01-01-00:00", "2024-01-01-01:00"
@@ -29,7 +31,7 @@ RANGE_TAGS = {"dagster/asset_partition_range_start": FIRST_HOUR, "dagster/asset_
 
 
 def definitions(retrace: RetraceResource, sinks: dict) -> dg.Definitions:
-    return dg.Definitions(assets=[journal_asset, OUTPUTS], asset_checks=CHECKS, sensors=SENSORS,
+    return dg.Definitions(assets=[JOURNAL, OUTPUTS], asset_checks=CHECKS, sensors=SENSORS,
                           resources={"retrace": retrace, **sinks})
 
 
@@ -52,7 +54,7 @@ def materialize(retrace: RetraceResource, instance: dg.DagsterInstance, target: 
             settings["target"] = target  # no replay op in the run to take the target from
         if settings:
             ops[check.node_def.name] = {"config": settings}
-    return dg.materialize([journal_asset, OUTPUTS, *CHECKS], instance=instance, selection=selection,
+    return dg.materialize([JOURNAL, OUTPUTS, *CHECKS], instance=instance, selection=selection,
                           resources={"retrace": retrace}, tags=tags or RANGE_TAGS, run_config={"ops": ops},
                           raise_on_error=False)
 
