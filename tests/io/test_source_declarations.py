@@ -20,14 +20,16 @@ from replay.model.sources import parse
 from replay.ops.hashing import target_hash
 from replay.ops.run import run
 from replay.model.jobs import Job
-from tests.support import POLICY_FILE, target_dir
+from tests.support import target_dir
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 # (partition folder, file name, suffix): the landing's files; in path order they are the files' journal order
-FILES = [("partition=0", "00-a", ".jsonl"), ("partition=0", "01-b", ".json.gz"), ("partition=1", "02-c", ".csv"),
-         ("partition=1", "03-d", ".jsonl.gz"), ("partition=2", "04-e", ".jsonl")]
-LINES_PER_FILE = 4
+FILES = [("partition=0", "00-a", ".jsonl"), ("partition=0", "01-b", ".json.gz"), ("partition=1", "02-c", ".csv")]
+LINES_PER_FILE = 2
 DECLARED = parse({"arrival_time": "file_modified", "partition": "file", "offset": "line"}, "test")[0]
+POLICY = Policy.from_dict({"window": {"kind": "tumbling", "size": "1m"}})
+LATER = ("partition=0", "09-z", ".jsonl")  # landed after the first ingests
+LATER_NAME = f"{LATER[0]}/{LATER[1]}{LATER[2]}"
 
 
 def _events(index: int) -> list[dict]:
@@ -65,8 +67,8 @@ def _old_way_line(event: dict, partition: int, offset: int, arrival: datetime) -
 
 @pytest.fixture(scope="module")
 def lakes(spark, tmp_path_factory):
-    """The plain landing ingested with the declarations (and once more), and the same events written the old way
-    ingested by default; both replayed with the production policy."""
+    """One journal for the module: the plain landing ingested with the declarations (and once more), the same
+    events written the old way ingested by default, both replayed; then a file landing later, ingested."""
     root = tmp_path_factory.mktemp("declared")
     plain, old = str(root / "plain"), str(root / "old")
     offsets: dict[int, int] = {}
@@ -84,19 +86,21 @@ def lakes(spark, tmp_path_factory):
     first = ingest(spark, plain, declared_lake, fields=fields)
     again = ingest(spark, plain, declared_lake, fields=fields)
     ingest(spark, old, old_lake)
-    job = Job.spec(Policy.from_yaml(POLICY_FILE))
     for lake in (declared_lake, old_lake):
-        run(spark, lake, job)
-    return {"plain": plain, "declared": declared_lake, "old": old_lake, "first": first, "again": again,
-            "fields": fields}
+        run(spark, lake, Job.spec(POLICY))
+    folder, name, suffix = LATER
+    _write(os.path.join(plain, folder, name), suffix, _events(9), _modified(9))
+    later = ingest(spark, plain, declared_lake, fields=fields)
+    return {"declared": declared_lake, "old": old_lake, "first": first, "again": again, "later": later,
+            "journal": _journal(spark, declared_lake)}
 
 
 def _journal(spark, lake: str) -> list[dict]:
     return [r.asDict() for r in journal.read(spark, lake).orderBy("seq").collect()]
 
 
-def test_every_plain_line_is_journaled_once_with_the_files_partition_mtime_and_line_offset(spark, lakes):
-    rows = _journal(spark, lakes["declared"])
+def test_every_plain_line_is_journaled_once_with_the_files_partition_mtime_and_line_offset(lakes):
+    rows = [r for r in lakes["journal"] if r["source"] != LATER_NAME]
     expected, offsets = [], {}
     for index, (folder, name, suffix) in enumerate(FILES):
         partition = int(folder.split("=")[1])
@@ -119,13 +123,9 @@ def test_a_replay_equals_one_of_the_same_events_written_the_old_way(spark, lakes
             == target_hash(spark, target_dir(lakes["old"])))
 
 
-def test_a_newly_landed_file_continues_its_partitions_offsets(spark, lakes, tmp_path):
-    folder = os.path.join(lakes["plain"], "partition=0")
-    _write(os.path.join(folder, "09-z"), ".jsonl", _events(9), _modified(9))
-    try:
-        r = ingest(spark, lakes["plain"], lakes["declared"], fields=lakes["fields"])
-    finally:
-        os.remove(os.path.join(folder, "09-z.jsonl"))
-    assert r.files == ["partition=0/09-z.jsonl"]
-    new = [row for row in _journal(spark, lakes["declared"]) if row["source"] == "partition=0/09-z.jsonl"]
-    assert [(row["partition"], row["offset"]) for row in new] == [(0, 8 + i) for i in range(LINES_PER_FILE)]
+def test_a_newly_landed_file_continues_its_partitions_offsets(lakes):
+    name = LATER_NAME
+    assert lakes["later"].files == [name]
+    new = [row for row in lakes["journal"] if row["source"] == name]
+    assert [(row["partition"], row["offset"]) for row in new] == [(0, 2 * LINES_PER_FILE + i)
+                                                                   for i in range(LINES_PER_FILE)]
