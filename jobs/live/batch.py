@@ -16,7 +16,6 @@ import json
 import sys
 import threading
 import time
-from dataclasses import replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -69,14 +68,8 @@ class LiveStream:
         self.spark, self.lake, self.options = spark, lake, options
         self.fields = fields or journal.SourceFields()  # the payload fields holding the event time and the key
         self.store = default_store()
-        declared = self.fields.partitions
-        if options.partitions is None and declared is not None:  # the source's declared count
-            if declared != tuple(range(len(declared))):
-                raise ValueError(f"partitions: {list(declared)}: the live job records a partition count; declare "
-                                 f"partitions: N (0 to N-1) for it")
-            options = replace(options, partitions=len(declared))
-            self.options = options
-        self.source_partitions = journal.declare_partitions(spark, lake, options.partitions, self.store)
+        declared = options.partitions if options.partitions is not None else self.fields.partitions  # count or list
+        self.source_partitions = journal.declare_partitions(spark, lake, declared, self.store)
         self.earlier = EarlierRows()  # the journal before a batch: offsets it could repeat, last events
         self.consumers = [Consumer.load(self, job, lead=i == 0) for i, job in enumerate(jobs)]
         self.reports: list[BatchReport] = []

@@ -18,6 +18,7 @@ from replay.io import journal, manifest
 from replay.io import landing as landings
 from replay.io.spark import few_rows
 from replay.model.jobs import Job
+from replay.model.sources import PLAIN_BATCH, PLAIN_LIVE
 
 LINES = "source string, source_line long, line string"
 
@@ -63,11 +64,16 @@ class FileStream(LiveStream):
         base = self.lead.seq + 1
         observed = manifest.observe(self.landing, files) if self.landing is not None else {}
         raw = journal.raw_from_lines(lines, self.fields)
-        if not self.fields.origins.from_fields:  # partition, offset or arrival recorded by Retrace
+        origins = self.fields.origins
+        plain = (set() if origins.declared or self.landing is None
+                 else {f for f in files if per_file[f] and landings.is_plain(self.landing, f)})
+        if plain or not origins.from_fields:  # partition, offset or arrival recorded by Retrace
             following = {p: s.last_offset + 1 for p, s in self.lead.cp.source.items() if s.last_offset is not None}
             now = processing_time(self.options.clock, None)  # `observed`: when this batch is journaled
-            raw = journal.place(self.spark, raw, self.fields.origins, files,
-                                {f: r.mtime_ns for f, r in observed.items()}, following, now)
+            # plain files of an undeclared source: arrival observed on the system clock, else the file's mtime
+            default = PLAIN_LIVE if self.options.clock == "system" else PLAIN_BATCH
+            raw = journal.place_undeclared(self.spark, raw, origins, default, plain, files,
+                                           {f: r.mtime_ns for f, r in observed.items()}, following, now)
         rows = journal.normalize(raw, self.source_partitions)
         sequenced = journal.with_seq(self.spark, rows, files, per_file, base)
         new = self.journal_batch(sequenced, base, sum(per_file.values()))

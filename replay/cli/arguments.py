@@ -184,8 +184,8 @@ def _stream(sub) -> argparse.ArgumentParser:
                    help="processing time for estimated arrivals: the wall clock, or derived from the data")
     s.add_argument("--until-idle", action="store_true",
                    help="stop when every landing file (or every record the topic held at start) is journaled")
-    s.add_argument("--partitions", type=_positive,
-                   help="the source's partition count (needed the first time; recorded with the journal)")
+    s.add_argument("--partitions", metavar="N|P,P,...",
+                   help="the source's partitions, a count or a list (needed the first time; recorded with the journal)")
     _origins(s, "observed")
     _watch(s)
     _wait(s)

@@ -158,7 +158,7 @@ def cmd_stream(a) -> int:
 
     jobs, fields = _stream_jobs(a)
     options = LiveOptions(target=a.target, clock=a.clock, until_idle=a.until_idle, max_batches=a.max_batches,
-                          trigger_seconds=a.trigger_seconds, partitions=a.partitions,
+                          trigger_seconds=a.trigger_seconds, partitions=_stream_partitions(a.partitions),
                           heartbeat_seconds=a.heartbeat_seconds, never_seen_delay=a.never_seen_delay,
                           silent_after=a.silent_after,
                           on_diagnostic=alert_on(list(sinks_from_env(a.lake).values())))
@@ -179,6 +179,13 @@ def cmd_stream(a) -> int:
                       "seconds": round(s.seconds, 2), "batch_seconds": [round(r.seconds, 2) for r in s.reports]},
                      indent=2))
     return 0
+
+
+def _stream_partitions(text: str | None) -> tuple[int, ...] | None:
+    """`--partitions N|P,P,...` as the partitions (checked as sources.yaml's `partitions`)."""
+    from replay.model import sources
+
+    return None if text is None else sources.from_options(None, None, None, text)[1]
 
 
 def _stream_jobs(a):

@@ -21,7 +21,7 @@ from replay.io import lake_marker, locks, manifest
 from replay.io.lake import Lake, is_table
 from replay.io.paths import relative_name, spark_path
 from replay.io.store import TableStore, default_store
-from replay.model.sources import Origins
+from replay.model.sources import PLAIN_BATCH, Origins
 
 SCHEMA = (
     "seq long, partition int, offset long, kind string, arrival_time timestamp, event_time timestamp, "
@@ -166,9 +166,15 @@ def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say
         raw, lines = cached if raw is None else raw.unionByName(cached), {**lines, **counted}
     rows = None
     if raw is not None:
-        following = next_offsets(existing) if fields.origins.offset == "line" and base else {}
+        plain = set() if fields.origins.declared else {f for f in lines if landings.is_plain(source, f)}
+        if plain:
+            say(f"{len(plain)} files without partition, offset and arrival_time fields: partition 0, offset by line, "
+                "arrival at the file's modification time")
+        line_offsets = fields.origins.offset == "line" or plain
+        following = next_offsets(existing) if line_offsets and base else {}
         modified = {f: r.mtime_ns for f, r in observed.items()}
-        rows = normalize(place(spark, raw, fields.origins, new, modified, following), fields.partitions)
+        rows = normalize(place_undeclared(spark, raw, fields.origins, PLAIN_BATCH, plain, new, modified, following),
+                         fields.partitions)
     empty = [f for f in new if not lines.get(f)]
     if empty:  # a file with no lines is journaled as one `empty` row, so it is read once
         rows = _empty_rows(spark, empty) if rows is None else rows.unionByName(_empty_rows(spark, empty))
@@ -365,7 +371,7 @@ def place(spark: SparkSession, raw: DataFrame, origins: Origins, files: list[str
     arrival = {"field": F.col("arrival_time"),
                "file_modified": F.timestamp_micros("_modified").cast("string"),
                "observed": F.timestamp_micros(F.lit(observed).cast("long")).cast("string")}[origins.arrival]
-    partition = {"field": F.col("partition"), "file": F.col("_file_partition").cast("string"),
+    partition = {"field": F.col("partition"), "file": F.col("_file_partition").cast("string"), "zero": F.lit("0"),
                  "hash": F.pmod(F.xxhash64(F.col("partition")), F.lit(origins.hash_partitions)).cast("string")
                  }[origins.partition]
     if origins.partition == "hash":
@@ -384,6 +390,21 @@ def place(spark: SparkSession, raw: DataFrame, origins: Origins, files: list[str
     return rows.select("source", "source_line", "line", F.col("_partition").alias("partition"),
                        offset.alias("offset"), F.col("_arrival").alias("arrival_time"), "event_time", "key", "value",
                        "unparsed")
+
+
+def place_undeclared(spark: SparkSession, raw: DataFrame, origins: Origins, plain_origins: Origins, plain: set[str],
+                     files: list[str], modified: dict[str, int | None], following: dict[int, int],
+                     observed: int | None = None) -> DataFrame:
+    """`place` with the source's origins, except an undeclared source's `plain` files (their first row has none
+    of the three fields), placed by `plain_origins` (sources.PLAIN_BATCH or PLAIN_LIVE)."""
+    if not plain:
+        return place(spark, raw, origins, files, modified, following, observed)
+    placed = place(spark, raw.where(F.col("source").isin(sorted(plain))), plain_origins,
+                   [f for f in files if f in plain], modified, following, observed)
+    if plain.issuperset(files):
+        return placed
+    rest = raw.where(~F.col("source").isin(sorted(plain))).withColumn("unparsed", F.lit(False))
+    return placed.unionByName(rest.select(*placed.columns))
 
 
 def next_offsets(journal: DataFrame) -> dict[int, int]:
@@ -437,27 +458,42 @@ def with_seq(spark: SparkSession, rows: DataFrame, files: list[str], lines: dict
 
 def declared_partitions(spark: SparkSession, lake: str, store: TableStore | None = None) -> list[int] | None:
     """The source's partitions as the live job declared them (None: a batch-ingested journal, whose
-    partitions are the ones that appear in it)."""
+    partitions are the ones that appear in it). A journal started before lists were recorded has a count."""
     store = store or default_store()
     if not store.exists(Lake(lake).journal_source):
         return None
-    return list(range(store.read(spark, Lake(lake).journal_source).first()["partitions"]))
+    row = store.read(spark, Lake(lake).journal_source).first().asDict()
+    listed = row.get("partition_list")
+    return sorted(listed) if listed is not None else list(range(row["partitions"]))
 
 
-def declare_partitions(spark: SparkSession, lake: str, count: int | None, store: TableStore | None = None) -> list[int]:
-    """Record the source's partition count (a broker's is known up front) the first time; later runs must agree."""
+def declare_partitions(spark: SparkSession, lake: str, declared: int | tuple[int, ...] | list[int] | None,
+                       store: TableStore | None = None) -> list[int]:
+    """Record the source's partitions (a count N: 0 to N-1, or a list; a broker's are known up front) the first
+    time; later runs must agree."""
     store = store or default_store()
+    wanted = None if declared is None else (list(range(declared)) if isinstance(declared, int)
+                                            else sorted(declared))
     known = declared_partitions(spark, lake, store)
     if known is not None:
-        if count is not None and count != len(known):
-            raise ValueError(f"partitions: {count} differs from the {len(known)} partitions the journal at {lake} "
-                             f"was started with")
+        if wanted is not None and wanted != known:
+            raise ValueError(f"partitions: {_shown(declared)} differs from the partitions {_shown(known)} the "
+                             f"journal at {lake} was started with")
         return known
-    if count is None or count < 1:
-        raise ValueError(f"partitions: {count!r}; the source's partition count (at least 1, `--partitions N`) is "
-                         f"needed to start a journal")
-    store.write(spark.createDataFrame([(count,)], "partitions int"), Lake(lake).journal_source, mode="overwrite")
-    return list(range(count))
+    if not wanted or wanted[0] < 0:
+        raise ValueError(f"partitions: {declared!r}; the source's partitions (a count of at least 1, `--partitions "
+                         f"N`, or a list of partition numbers) are needed to start a journal")
+    store.write(spark.createDataFrame([(len(wanted), wanted)], "partitions int, partition_list array<int>"),
+                Lake(lake).journal_source, mode="overwrite")
+    return wanted
+
+
+def _shown(partitions) -> str:
+    """A count as it is, a list as `0,2,5` (0 to N-1 as the count N)."""
+    if isinstance(partitions, int):
+        return str(partitions)
+    listed = sorted(partitions)
+    return str(len(listed)) if listed == list(range(len(listed))) else ",".join(map(str, listed))
 
 
 def journaled_sources(spark: SparkSession, lake: str, store: TableStore | None = None) -> set[str]:

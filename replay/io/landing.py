@@ -19,9 +19,9 @@ import csv
 import gzip
 import io
 import json
-import zlib
 import os
 import re
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterator
@@ -41,6 +41,8 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxFiles,
     SupportsTriggerAvailableNow,
 )
+
+from replay.model.sources import PLAIN_FIELDS
 
 # Landing file suffixes and the reader each needs (gzip: decompressed first, by its suffix).
 FORMATS = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".parquet": "parquet", ".csv": "csv",
@@ -282,6 +284,43 @@ def lines(landing: Landing, name: str) -> Iterator[pa.RecordBatch]:
         yield from _csv_lines(name, data)
     else:
         yield from _parquet_lines(name, data, landing.where(name))
+
+
+def is_plain(landing: Landing, name: str) -> bool:
+    """A file whose first row (the first line that is a JSON object, a CSV's header, a Parquet file's schema)
+    has none of the fields partition, offset, arrival_time: an undeclared source places its rows itself
+    (sources.PLAIN_BATCH). A file without such a row is not plain (its lines stay malformed as before)."""
+    import pyarrow.parquet as pq
+
+    fmt = format_of(name)
+    try:
+        if fmt == "parquet":
+            where = landing.path(name) if isinstance(landing, LocalLanding) else pa.BufferReader(landing.read(name))
+            first = set(pq.read_schema(where).names)
+        else:
+            first = _first_row(landing, name, fmt)
+    except (OSError, EOFError, ValueError, zlib.error):  # a broken file: reading it reports it, naming it
+        return False
+    return first is not None and not first & set(PLAIN_FIELDS)
+
+
+def _first_row(landing: Landing, name: str, fmt: str) -> set[str] | None:
+    """The fields of a text file's first row, reading no further than it (a local file is streamed)."""
+    raw = (open(landing.path(name), "rb") if isinstance(landing, LocalLanding)
+           else io.BytesIO(landing.read(name)))
+    with raw, (gzip.open(raw) if fmt.endswith(".gz") else raw) as f:
+        text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="replace", newline="")
+        if fmt.startswith("csv"):
+            header = next(csv.reader(text), None)
+            return set(header) if header else None
+        for line in text:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                return set(row)
+    return None
 
 
 def _gunzip(name: str, data: bytes) -> bytes:

@@ -6,7 +6,8 @@ LastModified, as Azure Stream Analytics uses) or the processing time at which th
 (`observed`: as a broker stamps its enqueue time); `partition` is a field, the file's path (`file`) or a hash of
 a field into N partitions; `offset` is a field or the row's position in its partition (`line`). The journal
 records the values used, so a replay never looks at a clock or a file system again. Without declarations a
-source reads the fields `partition`, `offset` and `arrival_time` of each line, as before.
+source reads the fields `partition`, `offset` and `arrival_time` of each line, as before, in a file whose first row
+has any of them; a plain file (its first row has none) is placed as PLAIN_BATCH (ingest) or PLAIN_LIVE says.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ class Origins:
     hash_partitions: int | None = None  # `hash`: into this many partitions
     offset: str = "field"
     offset_field: str = "offset"
+    declared: bool = False  # the source says where at least one column comes from (else: PLAIN_* for plain files)
 
     @property
     def from_fields(self) -> bool:
@@ -55,7 +57,8 @@ class Origins:
     def describe(self) -> dict:
         """The declaration as plain values (recorded with each journal commit that used it)."""
         arrival = {"field": self.arrival_field} if self.arrival == "field" else self.arrival
-        partition = ({"field": self.partition_field} if self.partition == "field"
+        partition = ({"field": self.partition_field} if self.partition == "field" else {"value": 0}
+                     if self.partition == "zero"
                      else {"hash": self.partition_field, "partitions": self.hash_partitions}
                      if self.partition == "hash" else {"file": self.file_pattern})
         offset = {"field": self.offset_field} if self.offset == "field" else self.offset
@@ -69,6 +72,14 @@ class Origins:
         if m is None and "/" in self.file_pattern and extra > 0:  # a pattern of folders matches the path's last parts
             m = _file_regex("*/" * extra + self.file_pattern).fullmatch(name)
         return int(m.group("partition")) if m else None
+
+
+# An undeclared source's plain file (its first row has none of the fields partition, offset, arrival_time): one
+# partition, 0; offsets in file then line order; the arrival its modification time (a batch ingest of files that
+# landed earlier) or, in the live job on the system clock, the time the row is journaled.
+PLAIN_FIELDS = ("partition", "offset", "arrival_time")
+PLAIN_BATCH = Origins(arrival="file_modified", partition="zero", offset="line")
+PLAIN_LIVE = Origins(arrival="observed", partition="zero", offset="line")
 
 
 def _file_regex(pattern: str) -> re.Pattern:
@@ -92,7 +103,8 @@ def parse(spec: dict[str, Any], where: str) -> tuple[Origins, tuple[int, ...] | 
     arrival, arrival_field = _arrival(spec.get("arrival_time"), where)
     partition, partition_field, pattern, buckets = _partition(spec.get("partition"), where)
     offset, offset_field = _offset(spec.get("offset"), where)
-    origins = Origins(arrival, arrival_field, partition, partition_field, pattern, buckets, offset, offset_field)
+    origins = Origins(arrival, arrival_field, partition, partition_field, pattern, buckets, offset, offset_field,
+                      declared=any(spec.get(k) is not None for k in ("arrival_time", "partition", "offset")))
     declared = _partitions(spec.get("partitions"), where)
     if buckets is not None:
         if declared is None:

@@ -68,7 +68,8 @@ def _old_way_line(event: dict, partition: int, offset: int, arrival: datetime) -
 @pytest.fixture(scope="module")
 def lakes(spark, tmp_path_factory):
     """One journal for the module: the plain landing ingested with the declarations (and once more), the same
-    events written the old way ingested by default, both replayed; then a file landing later, ingested."""
+    events written the old way ingested by default, both replayed; then a file landing later in each, ingested
+    (with the declarations, and without: a plain file among files that carry the three fields)."""
     root = tmp_path_factory.mktemp("declared")
     plain, old = str(root / "plain"), str(root / "old")
     offsets: dict[int, int] = {}
@@ -91,8 +92,11 @@ def lakes(spark, tmp_path_factory):
     folder, name, suffix = LATER
     _write(os.path.join(plain, folder, name), suffix, _events(9), _modified(9))
     later = ingest(spark, plain, declared_lake, fields=fields)
+    _write(os.path.join(old, "zz-plain"), ".jsonl", _events(8), _modified(8))  # no fields, no declarations
+    undeclared = ingest(spark, old, old_lake)
     return {"declared": declared_lake, "old": old_lake, "first": first, "again": again, "later": later,
-            "journal": _journal(spark, declared_lake)}
+            "undeclared": undeclared, "journal": _journal(spark, declared_lake),
+            "old_journal": _journal(spark, old_lake)}
 
 
 def _journal(spark, lake: str) -> list[dict]:
@@ -129,3 +133,25 @@ def test_a_newly_landed_file_continues_its_partitions_offsets(lakes):
     new = [row for row in lakes["journal"] if row["source"] == name]
     assert [(row["partition"], row["offset"]) for row in new] == [(0, 2 * LINES_PER_FILE + i)
                                                                    for i in range(LINES_PER_FILE)]
+
+
+def test_an_undeclared_sources_lines_carrying_the_three_fields_are_read_from_them(lakes):
+    rows = [r for r in lakes["old_journal"] if r["source"] != "zz-plain.jsonl"]
+    carried = [json.loads(r["payload"]) for r in rows]
+    assert [(r["partition"], r["offset"], r["arrival_time"]) for r in rows] == [
+        (c["partition"], c["offset"], datetime.fromisoformat(c["arrival_time"]).replace(tzinfo=None)) for c in carried]
+    assert len(rows) == len(FILES) * LINES_PER_FILE
+
+
+def test_an_undeclared_sources_plain_file_is_partition_0_offset_by_line_arriving_at_its_mtime(lakes):
+    rows = [r for r in lakes["old_journal"] if r["source"] == "zz-plain.jsonl"]
+    assert lakes["undeclared"].files == ["zz-plain.jsonl"] and lakes["undeclared"].malformed == 0
+    assert [(r["kind"], r["partition"], r["offset"], r["arrival_time"]) for r in rows] == [
+        ("event", 0, 2 * LINES_PER_FILE + i, _modified(8).replace(tzinfo=None)) for i in range(LINES_PER_FILE)]
+
+
+def test_a_declared_partition_list_is_recorded_and_a_different_one_refused(spark, lake):
+    assert journal.declare_partitions(spark, lake, (0, 2, 5)) == [0, 2, 5]
+    assert journal.declared_partitions(spark, lake) == [0, 2, 5]
+    with pytest.raises(ValueError, match="^partitions: 3 differs from the partitions 0,2,5 the journal at "):
+        journal.declare_partitions(spark, lake, 3)

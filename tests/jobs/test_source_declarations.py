@@ -16,6 +16,12 @@ def _sources(tmp_path, text: str):
 def test_a_source_without_declarations_reads_the_three_fields_of_each_line_as_before(tmp_path):
     src = _sources(tmp_path, "plain:\n  key_field: device\n")["plain"]
     assert src.origins == Origins() and src.origins.from_fields and src.partitions is None
+    assert not src.origins.declared  # its plain files are placed by the defaults (sources.PLAIN_BATCH, PLAIN_LIVE)
+
+
+def test_declaring_the_old_layout_is_a_declaration(tmp_path):
+    src = _sources(tmp_path, "old:\n  partition: {field: partition}\n")["old"]
+    assert src.origins.from_fields and src.origins.declared  # a plain file's lines stay malformed
 
 
 def test_declared_origins_and_partitions_are_read_from_sources_yaml(tmp_path):
