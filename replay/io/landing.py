@@ -48,6 +48,7 @@ from replay.model.sources import PLAIN_FIELDS
 FORMATS = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".parquet": "parquet", ".csv": "csv",
            ".jsonl.gz": "json.gz", ".json.gz": "json.gz", ".ndjson.gz": "json.gz", ".csv.gz": "csv.gz"}
 NAME = "retrace_landing"
+HEAD_BYTES = 1 << 20  # how much of an S3 object is read to find its first row (is_plain)
 SCHEMA = "source string, source_line long, line string"
 ARROW_SCHEMA = pa.schema([("source", pa.string()), ("source_line", pa.int64()), ("line", pa.string())])
 BASE64 = "base64:"  # marks a line that is not UTF-8 text, kept as its bytes in base64
@@ -193,6 +194,14 @@ class S3Landing(Landing):
         except Exception as e:  # noqa: BLE001
             raise self._error(e, name) from e
 
+    def head(self, name: str, size: int) -> bytes:
+        """An object's first `size` bytes (one ranged GET)."""
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self.prefix + name,
+                                          Range=f"bytes=0-{size - 1}")["Body"].read()
+        except Exception as e:  # noqa: BLE001
+            raise self._error(e, name) from e
+
     def _error(self, e: Exception, name: str | None = None) -> Exception:
         code = getattr(e, "response", {}).get("Error", {}).get("Code", "")
         where = f"{self.uri.rstrip('/')}/{name}" if name else self.uri
@@ -307,7 +316,7 @@ def is_plain(landing: Landing, name: str) -> bool:
 def _first_row(landing: Landing, name: str, fmt: str) -> set[str] | None:
     """The fields of a text file's first row, reading no further than it (a local file is streamed)."""
     raw = (open(landing.path(name), "rb") if isinstance(landing, LocalLanding)
-           else io.BytesIO(landing.read(name)))
+           else io.BytesIO(landing.head(name, HEAD_BYTES)))
     with raw, (gzip.open(raw) if fmt.endswith(".gz") else raw) as f:
         text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="replace", newline="")
         if fmt.startswith("csv"):
