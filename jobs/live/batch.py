@@ -68,7 +68,8 @@ class LiveStream:
         self.spark, self.lake, self.options = spark, lake, options
         self.fields = fields or journal.SourceFields()  # the payload fields holding the event time and the key
         self.store = default_store()
-        self.source_partitions = journal.declare_partitions(spark, lake, options.partitions, self.store)
+        declared = options.partitions if options.partitions is not None else self.fields.partitions  # count or list
+        self.source_partitions = journal.declare_partitions(spark, lake, declared, self.store)
         self.earlier = EarlierRows()  # the journal before a batch: offsets it could repeat, last events
         self.consumers = [Consumer.load(self, job, lead=i == 0) for i, job in enumerate(jobs)]
         self.reports: list[BatchReport] = []

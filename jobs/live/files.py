@@ -10,7 +10,7 @@ import time
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.live.batch import LiveStream
+from jobs.live.batch import LiveStream, processing_time
 from jobs.live.options import FileSource, LiveOptions
 from jobs.live.query import run_query
 from jobs.live.report import StreamSummary
@@ -18,6 +18,7 @@ from replay.io import journal, manifest
 from replay.io import landing as landings
 from replay.io.spark import few_rows
 from replay.model.jobs import Job
+from replay.model.sources import PLAIN_BATCH, PLAIN_LIVE
 
 LINES = "source string, source_line long, line string"
 
@@ -60,9 +61,20 @@ class FileStream(LiveStream):
         """Journal the batch (`per_file`: each file's line count): its rows in (file, line) order, then the clock
         rows; returns the new rows."""
         files = sorted(per_file)
-        rows = journal.normalize(journal.raw_from_lines(lines, self.fields), self.source_partitions)
         base = self.lead.seq + 1
         observed = manifest.observe(self.landing, files) if self.landing is not None else {}
+        raw = journal.raw_from_lines(lines, self.fields)
+        origins = self.fields.origins
+        plain = (set() if origins.declared or self.landing is None
+                 else {f for f in files if per_file[f] and landings.is_plain(self.landing, f)})
+        if plain or not origins.from_fields:  # partition, offset or arrival recorded by Retrace
+            following = {p: s.last_offset + 1 for p, s in self.lead.cp.source.items() if s.last_offset is not None}
+            now = processing_time(self.options.clock, None)  # `observed`: when this batch is journaled
+            # plain files of an undeclared source: arrival observed on the system clock, else the file's mtime
+            default = PLAIN_LIVE if self.options.clock == "system" else PLAIN_BATCH
+            raw = journal.place_undeclared(self.spark, raw, origins, default, plain, files,
+                                           {f: r.mtime_ns for f, r in observed.items()}, following, now)
+        rows = journal.normalize(raw, self.source_partitions)
         sequenced = journal.with_seq(self.spark, rows, files, per_file, base)
         new = self.journal_batch(sequenced, base, sum(per_file.values()))
         manifest.record(self.spark, self.lake, observed, self.store, new=True)  # a half-journaled file stops the job
@@ -88,6 +100,9 @@ def run_files(spark: SparkSession, source: FileSource, lake: str, jobs: tuple[Jo
     """Micro-batches over the landing until it is idle (`until_idle`), `max_batches` were committed, or the
     process is stopped; first reports journaled landing files that changed since (they are never re-read)."""
     began = time.perf_counter()
+    if fields is not None and fields.origins.arrival == "observed" and options.clock != "system":
+        raise ValueError("arrival_time: observed is the system clock's time when a row is journaled; run the live job "
+                         "with --clock system")
     landing = landings.Landing.of(source.landing)
     for change in manifest.changes(landing, manifest.load(spark, lake)):
         print(change.line(), file=sys.stderr, flush=True)

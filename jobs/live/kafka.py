@@ -78,7 +78,9 @@ def run_kafka(spark: SparkSession, source: KafkaSource, info: kafka.TopicInfo, l
     as it was at start (`until_idle`), `max_batches` were committed, or the process is stopped. The partition
     count is the topic's (`info`: as `check_topic` described and accepted it, before any lock was taken)."""
     began = time.perf_counter()
-    if options.partitions is not None and options.partitions != info.partitions:
+    wanted = options.partitions
+    if wanted is not None and (isinstance(wanted, int) and wanted != info.partitions
+                               or not isinstance(wanted, int) and sorted(wanted) != list(range(info.partitions))):
         raise ValueError(f"--partitions {options.partitions} differs from the {info.partitions} partitions of topic "
                          f"{source.topic}")
     stream = KafkaStream(spark, lake, jobs, source, replace(options, partitions=info.partitions), fields)

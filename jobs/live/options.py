@@ -23,7 +23,7 @@ class LiveOptions:
     until_idle: bool = False  # stop when the input the source held at start is journaled
     max_batches: int | None = None  # stop after this many batches (heartbeats included)
     trigger_seconds: float = 1.0
-    partitions: int | None = None  # the source's partition count; recorded with the journal the first time
+    partitions: int | tuple[int, ...] | None = None  # the source's partitions (a count or a list), recorded once
     heartbeat_seconds: float | None = None  # no data for this long: clock rows alone (None: the trigger; 0: off)
     never_seen_delay: float = NEVER_SEEN_DELAY  # seconds: clock rows of a partition never seen, at now - this
     silent_after: float = SILENT_AFTER  # seconds: a partition with no event for this long is not progressing

@@ -128,10 +128,24 @@ def _ingest(sub) -> argparse.ArgumentParser:
     _jobs_folder(i)
     i.add_argument("--event-time-field", help="the payload field holding the event time (default event_time)")
     i.add_argument("--key-field", help="the payload field holding the key (default key)")
+    _origins(i, "file_modified")
+    i.add_argument("--partitions", metavar="N|P,P,...",
+                   help="the source's partitions: a count or a list; rows of others are journaled malformed")
     i.add_argument("--accept-changed", action="store_true",
                    help="exit 0 although journaled landing files changed (they are reported either way)")
     _wait(i)
     return i
+
+
+def _origins(p: argparse.ArgumentParser, arrival: str) -> None:
+    """Where the journal's partition, offset and arrival time come from (as a source of sources.yaml says)."""
+    p.add_argument("--arrival-time", metavar="HOW",
+                   help=f"observed, file_modified or field:NAME (e.g. {arrival}; default field:arrival_time)")
+    p.add_argument("--partition", metavar="HOW",
+                   help="file (a sub-folder N or NAME=N), file:PATTERN (with {partition}), field:NAME or "
+                        "hash:FIELD:N (default field:partition)")
+    p.add_argument("--offset", metavar="HOW", help="line (the row's position in its partition) or field:NAME "
+                                                    "(default field:offset)")
 
 
 def _run(sub) -> argparse.ArgumentParser:
@@ -170,8 +184,9 @@ def _stream(sub) -> argparse.ArgumentParser:
                    help="processing time for estimated arrivals: the wall clock, or derived from the data")
     s.add_argument("--until-idle", action="store_true",
                    help="stop when every landing file (or every record the topic held at start) is journaled")
-    s.add_argument("--partitions", type=_positive,
-                   help="the source's partition count (needed the first time; recorded with the journal)")
+    s.add_argument("--partitions", metavar="N|P,P,...",
+                   help="the source's partitions, a count or a list (needed the first time; recorded with the journal)")
+    _origins(s, "observed")
     _watch(s)
     _wait(s)
     return s

@@ -70,15 +70,16 @@ def cmd_ingest(a) -> int:
     from replay.ops.ingested import interrupted_ingest, journal_version
     from replay.ops.progress import progress
 
-    fields = SourceFields(a.event_time_field or "event_time", a.key_field or "key")
+    fields = _fields_of_options(a, a.event_time_field or "event_time", a.key_field or "key", a.partitions)
     if a.source:
-        if a.event_time_field or a.key_field:
-            raise ValueError("give --source or --event-time-field/--key-field, not both")
+        if a.event_time_field or a.key_field or _origin_options(a) or a.partitions:
+            raise ValueError("give --source or --event-time-field/--key-field/--arrival-time/--partition/--offset/"
+                             "--partitions, not both")
         src = catalog(a.jobs).sources.get(a.source)
         if src is None:
             raise ValueError(f"--source {a.source!r} is not a source of the jobs folder (its sources.yaml)")
-        fields = SourceFields(src.event_time_field, src.key_field)
-    admit(a.landing, a.lake)  # nothing is made in the lake before its input is checked
+        fields = SourceFields.of(src)
+    admit(a.landing, a.lake, fields)  # nothing is made in the lake before its input is checked
     with locks.hold(Lake(a.lake).journal_lock, "replay ingest", wait=a.wait):  # decided before Spark starts
         again = shlex.join(["replay", "ingest", "--landing", a.landing, "--lake", a.lake,
                             *(["--source", a.source] if a.source else [])])
@@ -97,6 +98,19 @@ def cmd_ingest(a) -> int:
               f"immutable once journaled: put new rows in a new file (--accept-changed to go on)", file=sys.stderr)
         return 1
     return 0
+
+
+def _origin_options(a) -> bool:
+    return any(getattr(a, o) is not None for o in ("arrival_time", "partition", "offset"))
+
+
+def _fields_of_options(a, event_time: str = "event_time", key: str = "key", partitions: str | None = None):
+    """The source given by options: payload fields and where partition, offset and arrival time come from."""
+    from replay.io.journal import SourceFields
+    from replay.model import sources
+
+    origins, declared = sources.from_options(a.arrival_time, a.partition, a.offset, partitions)
+    return SourceFields(event_time, key, origins, declared)
 
 
 def _ingested(r) -> str:
@@ -145,7 +159,7 @@ def cmd_stream(a) -> int:
 
     jobs, fields = _stream_jobs(a)
     options = LiveOptions(target=a.target, clock=a.clock, until_idle=a.until_idle, max_batches=a.max_batches,
-                          trigger_seconds=a.trigger_seconds, partitions=a.partitions,
+                          trigger_seconds=a.trigger_seconds, partitions=_stream_partitions(a.partitions),
                           heartbeat_seconds=a.heartbeat_seconds, never_seen_delay=a.never_seen_delay,
                           silent_after=a.silent_after,
                           on_diagnostic=alert_on(list(sinks_from_env(a.lake).values())))
@@ -168,6 +182,13 @@ def cmd_stream(a) -> int:
     return 0
 
 
+def _stream_partitions(text: str | None) -> tuple[int, ...] | None:
+    """`--partitions N|P,P,...` as the partitions (checked as sources.yaml's `partitions`)."""
+    from replay.model import sources
+
+    return None if text is None else sources.from_options(None, None, None, text)[1]
+
+
 def _stream_jobs(a):
     """The spec's job on `--policy`, then every job of the jobs folder that reads `--source`, and the source's
     payload fields."""
@@ -178,13 +199,15 @@ def _stream_jobs(a):
 
     spec = Job.spec(Policy.from_yaml(a.policy))
     if not a.source:
-        return (spec,), SourceFields()
+        return (spec,), _fields_of_options(a)
+    if _origin_options(a):
+        raise ValueError("give --source or --arrival-time/--partition/--offset, not both")
     found = catalog(a.jobs)
     if a.source not in found.sources:
         raise ValueError(f"--source {a.source!r} is not a source of the jobs folder (its sources.yaml); "
                          f"defined: {', '.join(sorted(found.sources)) or 'none'}")
     src = found.sources[a.source]
-    return ((spec, *found.reading(a.source)), SourceFields(src.event_time_field, src.key_field))
+    return ((spec, *found.reading(a.source)), SourceFields.of(src))
 
 
 def cmd_hash(a) -> int:

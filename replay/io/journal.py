@@ -21,6 +21,7 @@ from replay.io import lake_marker, locks, manifest
 from replay.io.lake import Lake, is_table
 from replay.io.paths import relative_name, spark_path
 from replay.io.store import TableStore, default_store
+from replay.model.sources import PLAIN_BATCH, Origins
 
 SCHEMA = (
     "seq long, partition int, offset long, kind string, arrival_time timestamp, event_time timestamp, "
@@ -39,10 +40,17 @@ class SourceFields:
 
     event_time: str = "event_time"
     key: str = "key"
+    origins: Origins = Origins()  # where partition, offset and arrival time come from
+    partitions: tuple[int, ...] | None = None  # the source's partitions, when declared
+
+    @classmethod
+    def of(cls, source) -> "SourceFields":
+        """A `replay.model.jobs.Source`'s fields and declarations."""
+        return cls(source.event_time_field, source.key_field, source.origins, source.partitions)
 
     def columns(self) -> tuple[str, ...]:
         """The landing field read for each of FIELDS."""
-        return ("partition", "offset", "arrival_time", self.event_time, self.key, "value")
+        return (*self.origins.columns(), self.event_time, self.key, "value")
 
     def raw_schema(self) -> str:
         """The `from_json` schema that reads those fields as text (each once)."""
@@ -97,9 +105,13 @@ def _no_journal(lake: str) -> FileNotFoundError:
                              f"first")
 
 
-def admit(landing: str, lake: str) -> None:
-    """What an ingest checks before it creates anything: a landing it can use, a lake that is one (a new lake gets
-    its marker). The CLI calls it before it takes the journal's lock and starts Spark."""
+def admit(landing: str, lake: str, fields: SourceFields | None = None) -> None:
+    """What an ingest checks before it creates anything: declarations a batch ingest can follow, a landing it can
+    use, a lake that is one (a new lake gets its marker). The CLI calls it before it takes the journal's lock and
+    starts Spark."""
+    if fields is not None and fields.origins.arrival == "observed":
+        raise ValueError("arrival_time: observed is the live job's (`replay stream`): a batch ingest of files that "
+                         "landed earlier takes file_modified or {field: NAME}")
     landings.check_usable(landing, lake)  # a lake inside its landing is refused untouched
     lake_marker.claim(lake)  # a folder that is not a lake is refused
 
@@ -126,7 +138,7 @@ def ingest(spark: SparkSession, landing: str, lake: str, store: TableStore | Non
 
     `log(line)`, when given, hears what is done: files listed, lines parsed, rows written.
     `fields`: which payload fields hold the event time and the key (default `event_time`, `key`)."""
-    admit(landing, lake)
+    admit(landing, lake, fields)
     with locks.hold(Lake(lake).journal_lock, "ingest"):
         return _ingest(spark, landing, lake, store or default_store(), log or (lambda line: None),
                        fields or SourceFields())
@@ -139,7 +151,7 @@ def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say
     listed = source.files()
     files = [f.name for f in listed]
     zero = {f.name for f in listed if f.size == 0}
-    base, done = 0, set()
+    base, done, existing = 0, set(), None
     if store.exists(path):
         existing = store.read(spark, path)
         stats = existing.agg(F.max("seq").alias("hi"), F.collect_set("source").alias("sources")).first()
@@ -155,25 +167,37 @@ def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say
         return IngestResult([], len(files), 0, 0, 0, 0, None, changed)
     observed = manifest.observe(source, new)  # before reading: a file growing while it is read shows as changed
     to_read = [f for f in new if f not in zero]  # a 0-byte file is not even a valid Parquet file
-    rows, lines, cached = None, {}, None
+    raw, lines, cached = None, {}, None
     if isinstance(source, landings.LocalLanding) and to_read and not any(":" in source.path(f) for f in to_read):
         lines = {f: n for f, n in _line_counts(spark, source, to_read).items() if n is not None}
         if lines:
-            rows = normalize(_read_raw(spark, source.root, list(lines), fields))
-    others = [f for f in to_read if f not in lines]  # S3, a local name Hadoop cannot open (`:`), text not UTF-8
+            raw = _read_raw(spark, source.root, list(lines), fields)
+    others = [f for f in to_read if f not in lines]  # S3, gzip, CSV, a name Hadoop cannot open (`:`), not UTF-8
     if others:  # read by Retrace's own data source: count each file's lines first, on parsed rows kept
-        cached = normalize(raw_from_lines(landings.read_lines(spark, landing, others), fields)).persist()
+        cached = raw_from_lines(landings.read_lines(spark, landing, others), fields).persist()
         counted = {r["source"]: r["lines"]
                    for r in cached.groupBy("source").agg(F.max("source_line").alias("lines")).collect()}
         say(f"parsed {sum(counted.values())} lines of {len(others)} files")
-        rows, lines = cached if rows is None else rows.unionByName(cached), {**lines, **counted}
+        raw, lines = cached if raw is None else raw.unionByName(cached), {**lines, **counted}
+    rows = None
+    if raw is not None:
+        plain = set() if fields.origins.declared else {f for f in lines if landings.is_plain(source, f)}
+        if plain:
+            say(f"{len(plain)} files without partition, offset and arrival_time fields: partition 0, offset by line, "
+                "arrival at the file's modification time")
+        line_offsets = fields.origins.offset == "line" or plain
+        following = next_offsets(existing) if line_offsets and base else {}
+        modified = {f: r.mtime_ns for f, r in observed.items()}
+        rows = normalize(place_undeclared(spark, raw, fields.origins, PLAIN_BATCH, plain, new, modified, following),
+                         fields.partitions)
     empty = [f for f in new if not lines.get(f)]
     if empty:  # a file with no lines is journaled as one `empty` row, so it is read once
         rows = _empty_rows(spark, empty) if rows is None else rows.unionByName(_empty_rows(spark, empty))
         lines = {**lines, **{f: 1 for f in empty}}
     say(f"writing the rows of {len(new)} files to {path}")
     version = store.write(with_seq(spark, rows, new, lines, base), path,
-                          metadata={"writer": "replay ingest", "table": "journal", "seq_from": base, "files": len(new)})
+                          metadata={"writer": "replay ingest", "table": "journal", "seq_from": base, "files": len(new),
+                                    **({} if fields.origins.from_fields else {"origins": fields.origins.describe()})})
     if cached is not None:
         cached.unpersist()
     event = F.col("kind") == "event"
@@ -245,8 +269,8 @@ def _empty_rows(spark: SparkSession, files: list[str]) -> DataFrame:
 
 
 def _format(name: str) -> str:
-    """A landing file's format ("json" or "parquet"), from its extension."""
-    return FORMATS[os.path.splitext(name)[1]]
+    """A landing file's format ("json", "parquet", "csv", "json.gz", "csv.gz"), from its suffix."""
+    return landings.format_of(name)
 
 
 def _line_counts(spark: SparkSession, source: landings.Landing, files: list[str]) -> dict[str, int | None]:
@@ -344,6 +368,67 @@ def raw_from_lines(lines: DataFrame, names: SourceFields | None = None) -> DataF
                          *[F.col("_fields")[c].alias(f) for f, c in zip(FIELDS, names.columns())])
 
 
+def place(spark: SparkSession, raw: DataFrame, origins: Origins, files: list[str], modified: dict[str, int | None],
+          following: dict[int, int], observed: int | None = None) -> DataFrame:
+    """The raw rows' partition, offset and arrival time (as text) where the source's `origins` say: the
+    fields read (the default, unchanged), the file's modification time (`modified`: ns per file) or the
+    processing time `observed` (us), the file's path or a field's hash, the row's position in its partition:
+    `following[p]` (0 when absent) for the first row of partition p, then one more per row in the order of
+    `files`, then of lines. A line that is not a JSON object is `unparsed` (malformed), whatever the origins."""
+    if origins.from_fields:
+        return raw
+    per_file = spark.createDataFrame(
+        [(f, i, None if modified.get(f) is None else modified[f] // 1000,
+          origins.file_partition(f) if origins.partition == "file" else None) for i, f in enumerate(files)],
+        "source string, _rank long, _modified long, _file_partition int")
+    rows = raw.join(F.broadcast(per_file), "source", "left")
+    unparsed = F.json_object_keys("line").isNull()
+    arrival = {"field": F.col("arrival_time"),
+               "file_modified": F.timestamp_micros("_modified").cast("string"),
+               "observed": F.timestamp_micros(F.lit(observed).cast("long")).cast("string")}[origins.arrival]
+    partition = {"field": F.col("partition"), "file": F.col("_file_partition").cast("string"), "zero": F.lit("0"),
+                 "hash": F.pmod(F.xxhash64(F.col("partition")), F.lit(origins.hash_partitions)).cast("string")
+                 }[origins.partition]
+    if origins.partition == "hash":
+        partition = F.when(F.col("partition").isNotNull(), partition)
+    rows = rows.select("*", unparsed.alias("unparsed"), arrival.alias("_arrival"), partition.alias("_partition"))
+    offset = F.col("offset")
+    if origins.offset == "line":
+        placed = F.col("_partition").try_cast("int")
+        numbered = placed.isNotNull() & ~F.col("unparsed") & F.col("_arrival").isNotNull()
+        starts = spark.createDataFrame(sorted(following.items()), "_p int, _start long")
+        rows = rows.withColumn("_p", placed).withColumn("_numbered", numbered).join(
+            F.broadcast(starts), "_p", "left")
+        within = Window.partitionBy("_p", "_numbered").orderBy("_rank", "source_line")
+        offset = F.when(F.col("_numbered"),
+                        F.coalesce("_start", F.lit(0)) + F.row_number().over(within) - 1).cast("string")
+    return rows.select("source", "source_line", "line", F.col("_partition").alias("partition"),
+                       offset.alias("offset"), F.col("_arrival").alias("arrival_time"), "event_time", "key", "value",
+                       "unparsed")
+
+
+def place_undeclared(spark: SparkSession, raw: DataFrame, origins: Origins, plain_origins: Origins, plain: set[str],
+                     files: list[str], modified: dict[str, int | None], following: dict[int, int],
+                     observed: int | None = None) -> DataFrame:
+    """`place` with the source's origins, except an undeclared source's `plain` files (their first row has none
+    of the three fields), placed by `plain_origins` (sources.PLAIN_BATCH or PLAIN_LIVE)."""
+    if not plain:
+        return place(spark, raw, origins, files, modified, following, observed)
+    placed = place(spark, raw.where(F.col("source").isin(sorted(plain))), plain_origins,
+                   [f for f in files if f in plain], modified, following, observed)
+    if plain.issuperset(files):
+        return placed
+    rest = raw.where(~F.col("source").isin(sorted(plain))).withColumn("unparsed", F.lit(False))
+    return placed.unionByName(rest.select(*placed.columns))
+
+
+def next_offsets(journal: DataFrame) -> dict[int, int]:
+    """Each partition's offset after the last one journaled (`offset: line` continues from it)."""
+    last = journal.where(F.col("partition").isNotNull() & F.col("offset").isNotNull()).groupBy("partition").agg(
+        F.max("offset").alias("last")).collect()
+    return {r["partition"]: r["last"] + 1 for r in last}
+
+
 def normalize(raw: DataFrame, partitions: list[int] | None = None) -> DataFrame:
     """Typed journal columns, and every row's text whole in `payload`; rows that cannot be placed become
     `malformed` (also rows of a partition the source does not have, when its `partitions` are known, and rows
@@ -388,27 +473,42 @@ def with_seq(spark: SparkSession, rows: DataFrame, files: list[str], lines: dict
 
 def declared_partitions(spark: SparkSession, lake: str, store: TableStore | None = None) -> list[int] | None:
     """The source's partitions as the live job declared them (None: a batch-ingested journal, whose
-    partitions are the ones that appear in it)."""
+    partitions are the ones that appear in it). A journal started before lists were recorded has a count."""
     store = store or default_store()
     if not store.exists(Lake(lake).journal_source):
         return None
-    return list(range(store.read(spark, Lake(lake).journal_source).first()["partitions"]))
+    row = store.read(spark, Lake(lake).journal_source).first().asDict()
+    listed = row.get("partition_list")
+    return sorted(listed) if listed is not None else list(range(row["partitions"]))
 
 
-def declare_partitions(spark: SparkSession, lake: str, count: int | None, store: TableStore | None = None) -> list[int]:
-    """Record the source's partition count (a broker's is known up front) the first time; later runs must agree."""
+def declare_partitions(spark: SparkSession, lake: str, declared: int | tuple[int, ...] | list[int] | None,
+                       store: TableStore | None = None) -> list[int]:
+    """Record the source's partitions (a count N: 0 to N-1, or a list; a broker's are known up front) the first
+    time; later runs must agree."""
     store = store or default_store()
+    wanted = None if declared is None else (list(range(declared)) if isinstance(declared, int)
+                                            else sorted(declared))
     known = declared_partitions(spark, lake, store)
     if known is not None:
-        if count is not None and count != len(known):
-            raise ValueError(f"partitions: {count} differs from the {len(known)} partitions the journal at {lake} "
-                             f"was started with")
+        if wanted is not None and wanted != known:
+            raise ValueError(f"partitions: {_shown(declared)} differs from the partitions {_shown(known)} the "
+                             f"journal at {lake} was started with")
         return known
-    if count is None or count < 1:
-        raise ValueError(f"partitions: {count!r}; the source's partition count (at least 1, `--partitions N`) is "
-                         f"needed to start a journal")
-    store.write(spark.createDataFrame([(count,)], "partitions int"), Lake(lake).journal_source, mode="overwrite")
-    return list(range(count))
+    if not wanted or wanted[0] < 0:
+        raise ValueError(f"partitions: {declared!r}; the source's partitions (a count of at least 1, `--partitions "
+                         f"N`, or a list of partition numbers) are needed to start a journal")
+    store.write(spark.createDataFrame([(len(wanted), wanted)], "partitions int, partition_list array<int>"),
+                Lake(lake).journal_source, mode="overwrite")
+    return wanted
+
+
+def _shown(partitions) -> str:
+    """A count as it is, a list as `0,2,5` (0 to N-1 as the count N)."""
+    if isinstance(partitions, int):
+        return str(partitions)
+    listed = sorted(partitions)
+    return str(len(listed)) if listed == list(range(len(listed))) else ",".join(map(str, listed))
 
 
 def journaled_sources(spark: SparkSession, lake: str, store: TableStore | None = None) -> set[str]:

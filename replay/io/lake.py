@@ -1,6 +1,6 @@
 """The lake's layout: the only module that builds the paths of a lake's tables, folders and lock files.
 
-    LAKE/journal, journal_source, journal_files    the journal, its source's partition count, its landing files
+    LAKE/journal, journal_source, journal_files    the journal, its source's partitions, its landing files
     LAKE/journal.lock                              one writer of the journal at a time
     LAKE/jobs/<job>/outputs/<target>/<table>       a job's outputs, checkpoints, lag and diagnostics per target
     LAKE/jobs/<job>/outputs/<target>.lock          one writer of a target at a time

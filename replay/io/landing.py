@@ -6,7 +6,8 @@ endpoint, region and credentials come from the environment or a profile (`AWS_EN
 
 The data source `retrace_landing` (`register(spark)`) turns landing files into rows
 `(source, source_line, line)`: one row per non-blank JSON line (its 1-based number and raw text, broken
-lines included) or per Parquet row (its index + 1 and the row as JSON object text), so one parser
+lines included; `.gz` files decompressed first) or per Parquet or CSV row (its index + 1 and the row as JSON
+object text; a CSV file has a header, and its cells are text), so one parser
 (`journal.raw_from_lines`) handles both. Its streaming reader plans files in name order in bounded
 micro-batches (`maxFilesPerBatch`, `maxBytesPerBatch`), each end offset carrying its batch's file list,
 so a batch re-planned from Spark's offset log after a crash reads exactly the same files.
@@ -14,11 +15,15 @@ so a batch re-planned from Spark's offset log after a crash reads exactly the sa
 from __future__ import annotations
 
 import base64
+import csv
+import gzip
 import io
 import json
 import os
 import re
+import zlib
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
 import pyarrow as pa
@@ -37,9 +42,13 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-# Landing file suffixes and the reader each needs.
-FORMATS = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".parquet": "parquet"}
+from replay.model.sources import PLAIN_FIELDS
+
+# Landing file suffixes and the reader each needs (gzip: decompressed first, by its suffix).
+FORMATS = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".parquet": "parquet", ".csv": "csv",
+           ".jsonl.gz": "json.gz", ".json.gz": "json.gz", ".ndjson.gz": "json.gz", ".csv.gz": "csv.gz"}
 NAME = "retrace_landing"
+HEAD_BYTES = 1 << 20  # how much of an S3 object is read to find its first row (is_plain)
 SCHEMA = "source string, source_line long, line string"
 ARROW_SCHEMA = pa.schema([("source", pa.string()), ("source_line", pa.int64()), ("line", pa.string())])
 BASE64 = "base64:"  # marks a line that is not UTF-8 text, kept as its bytes in base64
@@ -51,12 +60,22 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 class LandingFile:
     name: str  # relative to the landing folder or prefix: the journal's `source`
     size: int  # bytes
+    modified_ns: int | None = None  # an S3 object's LastModified (a local file's mtime is read when observed)
+
+
+def format_of(name: str) -> str | None:
+    """A landing file's format by its suffix: json, json.gz, csv, csv.gz, parquet (None: not a landing file)."""
+    base = name.rsplit("/", 1)[-1].lower()
+    stem, last = os.path.splitext(base)
+    if last == ".gz":
+        last = os.path.splitext(stem)[1] + last
+    return FORMATS.get(last)
 
 
 def is_landing_file(name: str) -> bool:
     """A data file (known suffix) that is not hidden or a writer's temporary (`.x`, `_x`)."""
     base = name.rsplit("/", 1)[-1]
-    return os.path.splitext(base)[1] in FORMATS and not base.startswith((".", "_"))
+    return format_of(base) is not None and not base.startswith((".", "_"))
 
 
 def is_s3(uri: str) -> bool:
@@ -164,7 +183,7 @@ class S3Landing(Landing):
                 for obj in page.get("Contents", []):
                     name = obj["Key"][len(self.prefix):]
                     if is_landing_file(name):
-                        found.append(LandingFile(name, int(obj["Size"])))
+                        found.append(LandingFile(name, int(obj["Size"]), _ns(obj.get("LastModified"))))
         except Exception as e:  # noqa: BLE001 - botocore errors are raised by the paginator
             raise self._error(e) from e
         return sorted(found, key=lambda f: f.name)
@@ -172,6 +191,14 @@ class S3Landing(Landing):
     def read(self, name: str) -> bytes:
         try:
             return self.client.get_object(Bucket=self.bucket, Key=self.prefix + name)["Body"].read()
+        except Exception as e:  # noqa: BLE001
+            raise self._error(e, name) from e
+
+    def head(self, name: str, size: int) -> bytes:
+        """An object's first `size` bytes (one ranged GET)."""
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self.prefix + name,
+                                          Range=f"bytes=0-{size - 1}")["Body"].read()
         except Exception as e:  # noqa: BLE001
             raise self._error(e, name) from e
 
@@ -189,6 +216,14 @@ class S3Landing(Landing):
             return ConnectionError(f"cannot reach the S3 endpoint for landing {where} ({e}); check AWS_ENDPOINT_URL "
                                    "(or the profile's endpoint) and the network")
         return RuntimeError(f"cannot list or read landing {where}: {e}")
+
+
+def _ns(when) -> int | None:
+    """A datetime (boto3's LastModified, whole seconds in UTC) as nanoseconds since the epoch."""
+    if when is None:
+        return None
+    when = when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when
+    return (when - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1) * 1000
 
 
 def _unreachable(e: Exception) -> bool:
@@ -249,10 +284,87 @@ def s3_client():
 def lines(landing: Landing, name: str) -> Iterator[pa.RecordBatch]:
     """The rows `(source, source_line, line)` of one landing file, as Arrow record batches."""
     data = landing.read(name)
-    if FORMATS[os.path.splitext(name)[1]] == "json":
+    fmt = format_of(name)
+    if fmt.endswith(".gz"):
+        data, fmt = _gunzip(name, data), fmt[:-len(".gz")]
+    if fmt == "json":
         yield _json_lines(name, data)
+    elif fmt == "csv":
+        yield from _csv_lines(name, data)
     else:
         yield from _parquet_lines(name, data, landing.where(name))
+
+
+def is_plain(landing: Landing, name: str) -> bool:
+    """A file whose first row (the first line that is a JSON object, a CSV's header, a Parquet file's schema)
+    has none of the fields partition, offset, arrival_time: an undeclared source places its rows itself
+    (sources.PLAIN_BATCH). A file without such a row is not plain (its lines stay malformed as before)."""
+    import pyarrow.parquet as pq
+
+    fmt = format_of(name)
+    try:
+        if fmt == "parquet":
+            where = landing.path(name) if isinstance(landing, LocalLanding) else pa.BufferReader(landing.read(name))
+            first = set(pq.read_schema(where).names)
+        else:
+            first = _first_row(landing, name, fmt)
+    except (OSError, EOFError, ValueError, zlib.error):  # a broken file: reading it reports it, naming it
+        return False
+    return first is not None and not first & set(PLAIN_FIELDS)
+
+
+def _first_row(landing: Landing, name: str, fmt: str) -> set[str] | None:
+    """The fields of a text file's first row, reading no further than it (a local file is streamed)."""
+    raw = (open(landing.path(name), "rb") if isinstance(landing, LocalLanding)
+           else io.BytesIO(landing.head(name, HEAD_BYTES)))
+    with raw, (gzip.open(raw) if fmt.endswith(".gz") else raw) as f:
+        text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="replace", newline="")
+        if fmt.startswith("csv"):
+            header = next(csv.reader(text), None)
+            return set(header) if header else None
+        for line in text:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                return set(row)
+    return None
+
+
+def _gunzip(name: str, data: bytes) -> bytes:
+    """A gzip file's content (all its members); a file that is not gzip is refused naming it."""
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as e:
+        raise ValueError(f"landing file {name} is not a complete gzip file ({e}); repair it or move it out of the "
+                         "landing, then ingest again") from None
+
+
+def _csv_lines(name: str, data: bytes) -> Iterator[pa.RecordBatch]:
+    """CSV with a header: each row as a JSON object of its non-empty cells (as text, named by the header),
+    numbered from 1 (the header is not a row). A text that is not UTF-8 is refused naming the file."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"landing file {name} is not UTF-8 text ({e}); CSV landing files must be") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    rows = []
+    for cells in reader:
+        if not any(c.strip() for c in cells):
+            continue  # a blank line
+        if len(cells) > len(header):  # kept whole, as a JSON array: not an object, so journaled `malformed`
+            rows.append(json.dumps(cells, separators=(",", ":")))
+            continue
+        rows.append(json.dumps({k: v for k, v in zip(header, cells) if v != ""}, separators=(",", ":")))
+    for start in range(0, max(len(rows), 1), ROWS_PER_BATCH):
+        part = rows[start:start + ROWS_PER_BATCH]
+        yield pa.RecordBatch.from_arrays([
+            pa.array([name] * len(part), pa.string()),
+            pa.array(range(start + 1, start + len(part) + 1), pa.int64()),
+            pa.array(part, pa.string()),
+        ], schema=ARROW_SCHEMA)
 
 
 def _json_lines(name: str, data: bytes) -> pa.RecordBatch:

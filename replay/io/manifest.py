@@ -1,12 +1,13 @@
 """Landing files are immutable once journaled: what each file was when it was journaled, and the check.
 
 A small side table, `LAKE/journal_files` (source, size, mtime_ns, checksum), one row per journaled landing
-file. The checksum is the whole file's SHA-256 (`sha256:...`), and every listing of journaled files checks it,
+file; mtime_ns is the modification time (an S3 object's LastModified) that `arrival_time: file_modified` used.
+The checksum is the whole file's SHA-256 (`sha256:...`), and every listing of journaled files checks it,
 whatever the modification time says (a writer may keep it; issue 50, item 3). The cost: every ingest and every
 live start reads each journaled local file once more, at the disk's (or page cache's) speed, two files at a
 time (hashlib hashes outside the GIL). Checksums recorded before (bare hex: the SHA-256 of the size and the
-first and last 64 KiB) are checked as they were recorded. An S3 object has its size only. A changed file is
-reported, never re-read: the journal keeps what was read.
+first and last 64 KiB) are checked as they were recorded. An S3 object has its size and LastModified only. A
+changed file is reported, never re-read: the journal keeps what was read.
 """
 from __future__ import annotations
 
@@ -85,10 +86,11 @@ def _hash_all(jobs: list[tuple[str, int | None]]) -> list[tuple[os.stat_result, 
 
 def observe(source: landings.Landing, names: list[str]) -> dict[str, Recorded]:
     """What the named landing files are now (missing files are left out)."""
-    sizes = {f.name: f.size for f in source.files()}
+    listed = {f.name: f for f in source.files()}
+    sizes = {n: f.size for n, f in listed.items()}
     present = [n for n in names if n in sizes]
-    if not isinstance(source, landings.LocalLanding):
-        return {n: Recorded(n, sizes[n], None, None) for n in present}
+    if not isinstance(source, landings.LocalLanding):  # an object's LastModified: `arrival_time: file_modified`
+        return {n: Recorded(n, sizes[n], listed[n].modified_ns, None) for n in present}
     out = {}
     for name, found in zip(present, _hash_all([(source.path(n), None) for n in present])):
         if found is not None:

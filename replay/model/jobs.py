@@ -20,6 +20,8 @@ from typing import Any
 import yaml
 
 from replay.model.policy import SUBSTREAM_COLUMNS, Policy, PolicyError, substream_error
+from replay.model.sources import Origins, SourceError
+from replay.model.sources import parse as parse_origins
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # a job's name: also a folder name and a Dagster asset prefix
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -32,7 +34,7 @@ RESERVED = frozenset({
     "window_start", "window_end", "emitted_at", "scope", "k", "close_seq",
 })
 JOB_KEYS = {"name", "source", "policy", "fields", "where", "group_by", "aggregates"}
-SOURCE_KEYS = {"event_time_field", "key_field", "partitions", "description"}
+SOURCE_KEYS = {"event_time_field", "key_field", "partitions", "description", "arrival_time", "partition", "offset"}
 SOURCES_FILE = "sources.yaml"
 COUNTS = ("count(*)", "count(1)")  # an aggregate that counts a window's members
 
@@ -43,20 +45,19 @@ class JobError(ValueError):
 
 @dataclass(frozen=True)
 class Source:
-    """One journal: which payload fields hold the event time and the key (`TIMESTAMP BY`, `OVER`)."""
+    """One journal: which payload fields hold the event time and the key (`TIMESTAMP BY`, `OVER`), where its
+    partition, offset and arrival time come from (`origins`), and its partitions when declared."""
 
     name: str = SPEC_JOB
     event_time_field: str = "event_time"
     key_field: str = "key"
-    partitions: int | None = None
+    partitions: tuple[int, ...] | None = None
+    origins: Origins = Origins()
 
     def __post_init__(self):
         for what in ("event_time_field", "key_field"):
             if not IDENT.match(str(getattr(self, what))):
                 raise JobError(f"source {self.name}: {what}: {getattr(self, what)!r} is not a top-level field name")
-        if self.partitions is not None and (isinstance(self.partitions, bool) or not isinstance(self.partitions, int)
-                                            or self.partitions < 1):
-            raise JobError(f"source {self.name}: partitions: {self.partitions!r} must be a positive integer")
 
 
 @dataclass(frozen=True)
@@ -296,9 +297,10 @@ def _load_sources(path: Path) -> dict[str, Source]:
             raise JobError(f"{path}: {name}: unknown field {unknown[0]!r}; known fields: "
                            f"{', '.join(sorted(SOURCE_KEYS))}")
         try:
+            origins, partitions = parse_origins(spec, f"source {name}")
             out[name] = Source(name, spec.get("event_time_field", "event_time"), spec.get("key_field", "key"),
-                               spec.get("partitions"))
-        except JobError as e:
+                               partitions, origins)
+        except (JobError, SourceError) as e:
             raise JobError(f"{path}: {e}") from None
     return out
 
