@@ -6,15 +6,13 @@ file, a partial write, a run with another policy) and the hours it touches are w
 """
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay.io import journal
+from replay.io import journal, lake_fs
 from replay.io.lake import Lake, TargetDir
 from replay.io.runs import check_whole
 from replay.io.store import default_store
@@ -107,9 +105,9 @@ def verify(spark: SparkSession, lake: str, job: Job, start: str | None = None, e
         report.journal_violations = journal_violations(journal.read(spark, lake, store))
         return report
     finally:
-        shutil.rmtree(scratch.folder, ignore_errors=True)
-        if os.path.exists(scratch.lock):
-            os.remove(scratch.lock)
+        fs = lake_fs.of(lake)
+        fs.remove_tree(scratch.folder)
+        fs.remove(scratch.lock)
 
 
 def journal_violations(rows: DataFrame) -> list[str]:
