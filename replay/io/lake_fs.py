@@ -74,10 +74,17 @@ def of(path: str) -> LakeFS:
         return LocalFS()
     key = repr(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
     if key not in _clients:
-        from replay.io.landing import s3_client
-
-        _clients[key] = s3_client()
+        _clients[key] = _s3_client()
     return S3FS(_clients[key])
+
+
+def _s3_client():
+    """A boto3 S3 client configured by the environment or profile only, as the S3 landing's (replay.io.landing)."""
+    import boto3
+
+    session = boto3.session.Session()  # AWS_PROFILE, AWS_DEFAULT_REGION, the credentials chain
+    # botocore reads AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3 itself
+    return session.client("s3", region_name=session.region_name or os.environ.get("AWS_REGION"))
 
 
 def relative(path: str, root: str) -> str:
