@@ -18,6 +18,7 @@ from replay.io.journal import ingest
 from replay.io.lake import Lake
 from replay.model.jobs import Job
 from replay.model.policy import Policy
+from replay.ops.doctor import lake_locks
 from replay.ops.generate import StreamSpec, generate
 from replay.ops.hashing import target_hash
 from replay.ops.run import run
@@ -157,3 +158,9 @@ def test_the_lease_of_a_killed_writer_is_taken_over_once_it_expires(aws, monkeyp
     with locks.hold(path, "after the kill", wait=30):
         assert json.loads(lake_fs.of(path).read(path)[0])["pid"] == os.getpid()
     assert not lake_fs.of(path).exists(path)
+
+
+def test_doctor_finds_that_the_s3_server_refuses_a_second_put_if_absent(aws):
+    check = lake_locks(f"s3a://{aws.bucket}/lakes/doctor")
+    assert (check.verdict, check.text) == ("ok", f"the store of s3a://{aws.bucket}/lakes/doctor refuses a second "
+                                                f"put-if-absent: leases exclude writers"), check
