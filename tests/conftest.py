@@ -59,7 +59,7 @@ SHARED_SESSION_FIXTURES = {"test_backfill_webserver.py": "dagster_stack", "test_
 LONG_FIRST = ["test_live_crashes.py", "dagster_stack", "test_live_outputs.py", "quality", "test_live_fan_out.py",
               "test_replay_continues_from_state.py", "test_live_time.py", "test_kafka_live.py", "test_locks.py",
               "test_engine_matches_model.py", "test_replay_command.py", "test_standalone_cluster.py",
-              "test_verify.py", "test_landing_sources.py", "test_advise.py"]
+              "test_verify.py", "test_landing_sources.py", "test_s3_lake.py", "test_advise.py"]
 
 
 def group_of(nodeid: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable
 from importlib import metadata
@@ -75,14 +76,14 @@ def _positive(text: str) -> int:
 
 def _folder(text: str) -> str:
     """A local folder as an absolute path: Spark SQL resolves a table path (`delta.`lake/x``) on its own terms,
-    so a relative `--lake` would name no table."""
-    return os.path.abspath(text)
+    so a relative `--lake` would name no table. A URI (s3a://bucket/prefix) is kept as it is."""
+    return text.rstrip("/") if re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*://", text) else os.path.abspath(text)
 
 
 def _lake(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--lake", required=required, metavar="DIR", type=_folder,
-                   help="the lake folder: the journal, every job's targets, their locks (created by the first "
-                        "ingest or stream)")
+                   help="the lake folder, or s3a://BUCKET/PREFIX on object storage: the journal, every job's "
+                        "targets, their locks (created by the first ingest or stream)")
 
 
 def _target(p: argparse.ArgumentParser, what: str = "the target") -> None:

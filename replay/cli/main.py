@@ -266,6 +266,7 @@ def cmd_advise(a) -> int:
 
     job = _job(a)
     _check_range(a)
+    advice_report.check_folder(a.out or Lake(a.lake).advice(job.name))  # before the sweep, not after it
     grid = lambda text, default: tuple(g.strip() for g in text.split(",")) if text else default  # noqa: E731
     sweep = Sweep(a.completeness, grid(a.late_grid, Sweep.late_grid),
                   grid(a.out_of_order_grid, Sweep.out_of_order_grid), a.latency_budget, a.heartbeat)

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from email.message import EmailMessage
 from typing import Protocol
 
-from replay.io import secrets
+from replay.io import lake_fs, secrets
 from replay.io.lake import Lake
 
 SEVERITIES = ("WARN", "ERROR")
@@ -174,6 +174,9 @@ class LogFile:
         return bool(self.path)
 
     def send(self, alert: Alert) -> None:
+        if lake_fs.is_uri(self.path):  # the default, in a lake on object storage
+            raise ValueError(f"the alert log {self.path} is on object storage, where a log cannot be appended to; set "
+                             f"RETRACE_ALERT_LOG to a local file")
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         line = json.dumps(alert.to_dict(), sort_keys=True, default=str) + "\n"
         with open(self.path, "a", encoding="utf-8") as f:

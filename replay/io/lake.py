@@ -20,6 +20,8 @@ import os
 import uuid
 from dataclasses import dataclass
 
+from replay.io import lake_fs
+
 OUTPUT_TABLES = ("decisions", "windows", "dead_letters", "watermarks", "metrics")
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_windows", "checkpoint_keys")
 LIVE_TABLES = ("lag", "diagnostics")  # the live job's, in its lead job's target
@@ -106,10 +108,10 @@ class Lake:
         """The layout version the lake's marker records; None without a marker (a lake not made yet, or made
         before markers); a marker that cannot be read is refused naming it."""
         try:
-            with open(self.marker) as f:
-                layout = json.load(f)["layout"]
-        except FileNotFoundError:
-            return None
+            found = lake_fs.of(self.root).read(self.marker)
+            if found is None:
+                return None
+            layout = json.loads(found[0])["layout"]
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{self.marker}: the lake's marker cannot be read ({type(e).__name__}: {e}); it holds "
                              f'{{"layout": {LAYOUT}}} in a lake Retrace made') from None
@@ -158,7 +160,7 @@ class Lake:
         return out
 
     def relative(self, path: str) -> str:
-        return os.path.relpath(path, self.root)
+        return lake_fs.relative(path, self.root)
 
     # -- the layout before jobs ----------------------------------------------------------------------------
 
@@ -168,7 +170,7 @@ class Lake:
     def has_old_layout(self) -> bool:
         """LAKE/outputs in a lake without a marker, or whose marker says layout 0 (a folder of that name in a
         lake of today's layout is not Retrace's)."""
-        return os.path.isdir(self.old_outputs()) and self.layout() in (None, 0)
+        return lake_fs.of(self.root).is_dir(self.old_outputs()) and self.layout() in (None, 0)
 
     def refuse_old_layout(self) -> None:
         if self.has_old_layout():
@@ -180,17 +182,18 @@ class Lake:
         `job`'s outputs folder, and LAKE/advice to the job's advice folder."""
         outputs = os.path.join(self._job_folder(job), "outputs")
         moves = [(os.path.join(self.old_outputs(), name), os.path.join(outputs, name))
-                 for name in sorted(os.listdir(self.old_outputs()))] if self.has_old_layout() else []
+                 for name in sorted(e.name for e in lake_fs.of(self.root).list(self.old_outputs()))
+                 ] if self.has_old_layout() else []
         advice = os.path.join(self.root, "advice")
-        return moves + ([(advice, self.advice(job))] if os.path.isdir(advice) else [])
+        return moves + ([(advice, self.advice(job))] if lake_fs.of(self.root).is_dir(advice) else [])
 
     def _job_folder(self, job: str) -> str:
         return os.path.join(self.root, "jobs", job)
 
 
 def is_table(path: str) -> bool:
-    return os.path.isdir(os.path.join(path, "_delta_log"))
+    return lake_fs.of(path).is_dir(os.path.join(path, "_delta_log"))
 
 
 def _folders(path: str) -> list[str]:
-    return sorted(n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n))) if os.path.isdir(path) else []
+    return [e.name for e in lake_fs.of(path).list(path) if e.is_dir]

@@ -4,14 +4,15 @@ pointing at a user's folder is never taken over (and never vacuumed by `replay m
 
 A lake made before markers has none: a folder holding only what Retrace's layout puts in a lake (`replay.io.lake`:
 the journal's and targets' Delta tables, locks, advice, the quality context, the alert log) is taken for one, and
-the first writing command marks it. Paths are checked before anything is created.
+the first writing command marks it. Paths are checked before anything is created. A lake on object storage
+(s3a://bucket/prefix) is checked the same way, its keys read as files (replay.io.lake_fs).
 """
 from __future__ import annotations
 
 import json
 import os
-import re
 
+from replay.io import lake_fs
 from replay.io.lake import JOURNAL_TABLES, LAYOUT, MARKER, SCRATCH, TARGET_CHARS, TARGET_TABLES, Lake, is_table
 
 SHOWN = 3  # foreign files a refusal names
@@ -23,18 +24,19 @@ class NotALake(ValueError):
 
 
 def check(root: str) -> None:
-    """Refuse, in one line, a lake path Retrace cannot use: one holding ':' (Hadoop paths cannot), a file, a
-    marker of a newer Retrace, or a non-empty folder without a marker that holds files Retrace did not write.
-    A folder that does not exist yet, or is empty, passes (the first writing command makes the lake)."""
-    if _is_uri(root):
-        return
-    if ":" in root:
+    """Refuse, in one line, a lake path Retrace cannot use: a URI other than s3a://, a local path holding ':' (Hadoop
+    paths cannot), a file, a marker of a newer Retrace, or a non-empty folder without a marker that holds files
+    Retrace did not write. A folder that does not exist yet, or is empty, passes (the first writing command makes
+    the lake)."""
+    lake_fs.check_uri(root)
+    if not lake_fs.is_uri(root) and ":" in root:
         raise ValueError(f"lake {root}: ':' cannot be in a lake's path (Hadoop reads a path segment holding it as a "
                          f"URI); choose a folder without ':'")
-    if not os.path.exists(root):
-        return
-    if not os.path.isdir(root):
+    fs = lake_fs.of(root)
+    if fs.is_file(root):
         raise NotALake(f"{root} is a file, not a lake folder; choose another --lake")
+    if not fs.is_dir(root):
+        return
     if Lake(root).layout() is not None:
         return
     found = foreign(root)
@@ -48,96 +50,87 @@ def claim(root: str) -> None:
     """`check`, then make the lake folder and its marker when it has none yet (a new lake, or one made before
     markers): called by every writing command just before it creates its first file in the lake."""
     check(root)
-    if _is_uri(root) or Lake(root).layout() is not None:
+    if Lake(root).layout() is not None:
         return
-    os.makedirs(root, exist_ok=True)
     layout = 0 if Lake(root).has_old_layout() else LAYOUT  # a lake before jobs: `replay migrate` moves it
     mark(root, layout)
 
 
 def mark(root: str, layout: int = LAYOUT) -> None:
-    """Write the lake's marker (replaced if it is there: `replay migrate` moves a lake to today's layout)."""
-    path = Lake(root).marker
-    temp = f"{path}.{os.getpid()}.tmp"
-    with open(temp, "w") as f:
-        f.write(json.dumps({"retrace": "lake", "layout": layout}) + "\n")
-    os.replace(temp, path)
+    """Write the lake's marker whole (replaced if it is there: `replay migrate` moves a lake to today's layout)."""
+    lake_fs.of(root).write(Lake(root).marker, (json.dumps({"retrace": "lake", "layout": layout}) + "\n").encode())
 
 
 def foreign(root: str) -> list[str]:
     """The files of folder `root` (relative, sorted) that Retrace's layout does not explain."""
-    out = []
-    for name in sorted(os.listdir(root)):
-        path = os.path.join(root, name)
+    fs, out = lake_fs.of(root), []
+    for entry in fs.list(root):
+        name, path = entry.name, os.path.join(root, entry.name)
         if name in JOURNAL_TABLES:
             ok = is_table(path)
         elif name in ("journal.lock", "alerts.jsonl"):
-            ok = os.path.isfile(path)
+            ok = not entry.is_dir
         elif name in ("quality", "advice", LOGS):
-            ok = os.path.isdir(path)
+            ok = entry.is_dir
         elif name == "outputs":  # the layout before jobs
-            out += _outputs(root, path)
+            out += _outputs(fs, root, path)
             continue
-        elif name == "jobs" and os.path.isdir(path):
-            out += _jobs(root, path)
+        elif name == "jobs" and entry.is_dir:
+            out += _jobs(fs, root, path)
             continue
         else:
             ok = False
         if not ok:
-            out += _files(root, path)
+            out += _files(fs, root, path)
     return out
 
 
-def _jobs(root: str, folder: str) -> list[str]:
+def _jobs(fs: lake_fs.LakeFS, root: str, folder: str) -> list[str]:
     out = []
-    for job in sorted(os.listdir(folder)):
-        path = os.path.join(folder, job)
-        if not os.path.isdir(path):
-            out += _files(root, path)
+    for job in fs.list(folder):
+        path = os.path.join(folder, job.name)
+        if not job.is_dir:
+            out += _files(fs, root, path)
             continue
-        for name in sorted(os.listdir(path)):
-            inside = os.path.join(path, name)
-            if name == "outputs":
-                out += _outputs(root, inside)
-            elif not (name == "advice" and os.path.isdir(inside)):
-                out += _files(root, inside)
+        for entry in fs.list(path):
+            inside = os.path.join(path, entry.name)
+            if entry.name == "outputs":
+                out += _outputs(fs, root, inside)
+            elif not (entry.name == "advice" and entry.is_dir):
+                out += _files(fs, root, inside)
     return out
 
 
-def _outputs(root: str, folder: str) -> list[str]:
+def _outputs(fs: lake_fs.LakeFS, root: str, folder: str) -> list[str]:
     """A job's outputs folder: targets (their tables, a range run's scratch), their locks, scratch targets."""
-    if not os.path.isdir(folder):
-        return _files(root, folder)
+    if not fs.is_dir(folder):
+        return _files(fs, root, folder)
     out = []
-    for name in sorted(os.listdir(folder)):
-        path = os.path.join(folder, name)
+    for entry in fs.list(folder):
+        name, path = entry.name, os.path.join(folder, entry.name)
         target = name[:-len(".lock")] if name.endswith(".lock") else name
         if not set(target) <= TARGET_CHARS | {"_"} or not target:
-            out += _files(root, path)
+            out += _files(fs, root, path)
         elif name.endswith(".lock"):
-            out += [] if os.path.isfile(path) else _files(root, path)
-        elif not os.path.isdir(path):
-            out += _files(root, path)
+            out += _files(fs, root, path) if entry.is_dir else []
+        elif not entry.is_dir:
+            out += _files(fs, root, path)
         elif not name.startswith(SCRATCH):  # a scratch target (a verify's) is Retrace's whole
-            for table in sorted(os.listdir(path)):
-                inside = os.path.join(path, table)
-                if not (table.startswith(SCRATCH) or table in TARGET_TABLES and is_table(inside)):
-                    out += _files(root, inside)
+            for table in fs.list(path):
+                inside = os.path.join(path, table.name)
+                if not (table.name.startswith(SCRATCH) or table.name in TARGET_TABLES and is_table(inside)):
+                    out += _files(fs, root, inside)
     return out
 
 
-def _files(root: str, path: str) -> list[str]:
+def _files(fs: lake_fs.LakeFS, root: str, path: str) -> list[str]:
     """`path` relative to `root`, or the files under it when it is a folder (the folder itself when empty)."""
-    if not os.path.isdir(path):
-        return [os.path.relpath(path, root)]
-    found = []
-    for folder, subfolders, names in os.walk(path):  # the first few are enough to name (a big folder is not walked)
-        subfolders.sort()
-        found += [os.path.relpath(os.path.join(folder, n), root) for n in sorted(names)]
-        if len(found) > SHOWN:
-            break
-    return found or [os.path.relpath(path, root) + "/"]
-
-
-def _is_uri(root: str) -> bool:
-    return re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*://", root) is not None
+    if not fs.is_dir(path):
+        return [lake_fs.relative(path, root)]
+    found, folders = [], [path]
+    while folders and len(found) <= SHOWN:  # the first few are enough to name (a big folder is not walked)
+        folder = folders.pop()  # depth first, in name order, as os.walk goes
+        entries = fs.list(folder)
+        found += [lake_fs.relative(os.path.join(folder, e.name), root) for e in entries if not e.is_dir]
+        folders += [os.path.join(folder, e.name) for e in reversed(entries) if e.is_dir]
+    return found or [lake_fs.relative(path, root) + "/"]

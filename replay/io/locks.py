@@ -5,6 +5,9 @@
 SIGKILL), so a crashed writer never leaves a stale lock. The holder writes who it is (pid, host, command,
 since when) into the lock file, so a refused writer can name it. Locks are re-entrant within a process
 (the CLI takes a lock before Spark starts; the library function it calls takes it again).
+
+A lake on object storage (s3a://) has no file locks: its lock paths are leases there (replay.io.leases), taken and
+refused the same way.
 """
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
+from replay.io import lake_fs, leases
+
 _held: dict[str, tuple[int, int]] = {}  # lock path -> (fd, depth) held by this process
 _guard = threading.Lock()
 
@@ -28,6 +33,8 @@ class LockBusy(RuntimeError):
 
 def holder(path: str) -> str:
     """Who holds (or last held) the lock, as one phrase, from the lock file."""
+    if lake_fs.is_object_store(path):
+        return leases.holder(path)
     try:
         with open(path) as f:
             h = json.loads(f.read() or "{}")
@@ -42,6 +49,10 @@ def holder(path: str) -> str:
 def hold(path: str, command: str | None = None, wait: float | None = None, poll: float = 0.2):
     """Hold the exclusive lock at `path` for the block. When another process holds it, wait up to `wait`
     seconds (default: $RETRACE_LOCK_WAIT, else 0; saying so on stderr), then raise LockBusy naming the holder."""
+    if lake_fs.is_object_store(path):
+        with _lease(path, command or " ".join(sys.argv), _wait(wait)):
+            yield
+        return
     path, wait = os.path.abspath(path), _wait(wait)
     with _guard:
         if path in _held:  # re-entrant within this process
@@ -80,6 +91,11 @@ def check_free(path: str, wait: float | None = None, poll: float = 0.2) -> None:
     """Refuse (LockBusy, after waiting as `hold` does) when another process holds the lock at `path`, without
     creating its file: a writer that must start Spark to validate its input learns of a busy lock first, and a
     command refused after that leaves nothing behind. `hold` decides for good."""
+    if lake_fs.is_object_store(path):
+        try:
+            return leases.check_free(path, _wait(wait))
+        except leases.LeaseBusy as e:
+            raise LockBusy(str(e)) from None
     path, wait = os.path.abspath(path), _wait(wait)
     with _guard:
         if path in _held:
@@ -93,6 +109,18 @@ def check_free(path: str, wait: float | None = None, poll: float = 0.2) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def _lease(path: str, command: str, wait: float):
+    try:
+        leases.acquire(path, command, wait)
+    except leases.LeaseBusy as e:
+        raise LockBusy(str(e)) from None
+    try:
+        yield
+    finally:
+        leases.release(path)
 
 
 def _wait(wait: float | None) -> float:

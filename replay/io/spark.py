@@ -166,6 +166,51 @@ def session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[
                 spark.conf.set(k, v)
 
 
+_S3A_DONE: dict[str, str] = {}  # bucket -> the AWS_* settings its S3A file system was configured with
+
+
+def s3a_settings(bucket: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """Hadoop S3A's settings for `bucket` (per-bucket `fs.s3a.bucket.B.*` keys) from the AWS_* environment, as the S3
+    landing's boto3 client reads it: AWS_ENDPOINT_URL(_S3) (an S3-compatible store: path-style addressing, TLS as
+    the URL says), AWS_REGION / AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN).
+    Without keys S3A's own chain applies (environment, instance role)."""
+    env = os.environ if env is None else env
+    at, out = f"fs.s3a.bucket.{bucket}.", {}
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        out.update({"endpoint": endpoint, "path.style.access": "true",
+                    "connection.ssl.enabled": str(endpoint.lower().startswith("https:")).lower()})
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        out["endpoint.region"] = region
+    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+        out.update({"access.key": env["AWS_ACCESS_KEY_ID"], "secret.key": env["AWS_SECRET_ACCESS_KEY"]})
+        token = env.get("AWS_SESSION_TOKEN")
+        out["aws.credentials.provider"] = ("org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider" if token else
+                                           "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")
+        if token:
+            out["session.token"] = token
+    return {at + k: v for k, v in out.items()}
+
+
+def use_object_store(spark: SparkSession, path: str) -> None:
+    """Point Hadoop's S3A at the store of an s3a:// `path` with the environment's AWS_* settings (nothing for a local
+    path), before Spark or Delta first opens its bucket: S3A keeps a bucket's file system, and its settings, for the
+    life of the JVM. Set on the running session, so a driver started before the environment was set sees them too;
+    executors get them with each job's Hadoop configuration."""
+    if not path.startswith("s3a://"):
+        return
+    bucket = path[len("s3a://"):].split("/", 1)[0]
+    settings = s3a_settings(bucket)
+    key = repr(sorted(settings.items()))
+    if _S3A_DONE.get(bucket) == key:
+        return
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for k, v in settings.items():
+        conf.set(k, v)
+    _S3A_DONE[bucket] = key
+
+
 def jars(folder: str = JARS) -> list[str]:
     """The jar files of `folder`; a clear error when set-up has not resolved them."""
     found = sorted(glob.glob(os.path.join(folder, "*.jar")))

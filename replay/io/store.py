@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from replay.io import lake_fs
 from replay.io.paths import spark_path
 
 
@@ -74,7 +75,16 @@ def _spark() -> SparkSession:
 
 def _delta_log(spark: SparkSession, path: str):
     """The JVM DeltaLog of a table (cached by delta-spark per path, shared with its readers and writers)."""
+    _object_store(spark, path)
     return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+
+
+def _object_store(spark: SparkSession, path: str) -> None:
+    """A table on object storage (s3a://): S3A set up from the environment first (replay.io.spark)."""
+    if path.startswith("s3a://"):
+        from replay.io.spark import use_object_store
+
+        use_object_store(spark, path)
 
 
 class DeltaStore:
@@ -83,11 +93,13 @@ class DeltaStore:
     def exists(self, path: str) -> bool:
         from delta.tables import DeltaTable
 
+        _object_store(_spark(), path)
         return DeltaTable.isDeltaTable(_spark(), path)
 
     def read(self, spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
         """The table's rows, at `version` when given (Delta's `versionAsOf`: what a later commit adds is not seen);
         else at its latest version each time a query runs."""
+        _object_store(spark, path)
         reader = spark.read.format("delta")
         return (reader if version is None else reader.option("versionAsOf", version)).load(path)
 
@@ -426,13 +438,12 @@ def commit_metadata(spark: SparkSession, path: str, depth: int = 50) -> dict | N
 def commits_after(path: str, version: int) -> list[tuple[int, dict]]:
     """(version, userMetadata) of the table's commits after `version` that record one, oldest first: read from the
     Delta log's JSON commit files in Python, so that a sensor needs no Spark session."""
-    log = os.path.join(path, "_delta_log")
-    if not os.path.isdir(log):
-        return []
+    log, fs = os.path.join(path, "_delta_log"), lake_fs.of(path)
     out = []
-    for name in sorted(n for n in os.listdir(log) if _COMMIT_FILE.fullmatch(n) and int(n[:20]) > version):
-        with open(os.path.join(log, name)) as f:
-            infos = [a["commitInfo"] for a in map(json.loads, filter(str.strip, f)) if "commitInfo" in a]
+    for name in [e.name for e in fs.list(log) if _COMMIT_FILE.fullmatch(e.name) and int(e.name[:20]) > version]:
+        found = fs.read(os.path.join(log, name))
+        lines = found[0].decode().splitlines() if found else []
+        infos = [a["commitInfo"] for a in map(json.loads, filter(str.strip, lines)) if "commitInfo" in a]
         text = infos[0].get("userMetadata") if infos else None
         try:
             meta = json.loads(text) if text else None

@@ -11,6 +11,7 @@ import os
 
 import matplotlib
 
+from replay.io import lake_fs
 from replay.ops.diff import number
 
 matplotlib.use("Agg")  # files only, no display
@@ -19,8 +20,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 PLOTS = ("tradeoff.png", "lateness.png")
 
 
+def check_folder(folder: str) -> None:
+    """The report is local files: a folder on object storage (an s3a lake's advice folder) is refused in one line."""
+    if lake_fs.is_uri(folder):
+        raise ValueError(f"advice report: {folder} is on object storage; write the report to a local folder "
+                         f"(--out DIR)")
+
+
 def write(advice: dict, folder: str, with_html: bool = False) -> dict[str, str]:
-    """Write the report into `folder`; returns the paths by name (json, the plots, and html when asked)."""
+    """Write the report into `folder`, a local one; returns the paths by name (json, the plots, and html when asked)."""
+    check_folder(folder)
     os.makedirs(folder, exist_ok=True)
     paths = {"json": os.path.join(folder, "advice.json")}
     with open(paths["json"], "w") as f:

@@ -151,12 +151,28 @@ def lake_writable(lake: str) -> Check:
     return Check("lake", "ok", f"{lake} is writable{note}")
 
 
+def _lease_check(lake: str) -> Check:
+    """On object storage a lock is a lease (replay.io.leases): the store must refuse a second put-if-absent."""
+    from replay.io import lake_fs
+
+    probe = f"{lake.rstrip('/')}/.doctor-lease-{os.getpid()}"
+    try:
+        fs = lake_fs.of(lake)
+        first = fs.create(probe, b"{}")
+        second = fs.create(probe, b"{}") if first is not None else None
+        fs.remove(probe)
+    except Exception as e:  # noqa: BLE001 - the store's errors: a bad scheme, denied, unreachable
+        return Check("lake locks", "fail", f"cannot put a lease object in {lake} ({redact(str(e))[:200]})")
+    if first is None or second is not None:
+        return Check("lake locks", "fail", f"the store of {lake} does not honour conditional puts (If-None-Match: *): "
+                                           "its leases cannot keep two writers apart; run one writer at a time")
+    return Check("lake locks", "ok", f"the store of {lake} refuses a second put-if-absent: leases exclude writers")
+
+
 def lake_locks(lake: str) -> Check:
     """One writer at a time: the lake's lock files exclude each other (`fcntl.flock`, replay.io.locks)."""
     if _on_s3(lake):
-        return Check("lake locks", "warn", f"{lake} is on an object store, where file locks (flock) cannot work, and "
-                                           "this build has no object-store lease: run one writer at a time (one "
-                                           "driver host, or serialize them in the orchestrator)")
+        return _lease_check(lake)
     folder, _ = _existing(lake)
     if not os.path.isdir(folder):
         return Check("lake locks", "fail", f"{folder} is a file, not a folder: choose another --lake")

@@ -7,14 +7,13 @@ that is a lake (`replay.io.lake_marker`): a file or table of the user's beside t
 """
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from replay.io import lake_marker
+from replay.io import lake_fs, lake_marker
 from replay.io.lake import CHECKPOINT_TABLES, Lake, TargetDir, is_table
 from replay.model.durations import format_duration, parse_duration
 
@@ -65,7 +64,7 @@ def maintain(spark: SparkSession, lake: str, retention: str = DEFAULT_RETENTION,
     if keep_checkpoints < 1:
         raise ValueError(f"keep_checkpoints: {keep_checkpoints} must be at least 1 "
                          f"(the live job resumes from the last)")
-    if not os.path.isdir(lake):
+    if not lake_fs.of(lake).is_dir(lake):
         raise FileNotFoundError(f"no lake at {lake}")
     lake_marker.claim(lake)  # a folder that is not a lake is refused: its files are never vacuumed
     place, removed = Lake(lake), {}

@@ -2,7 +2,6 @@
 the engine, commit the outputs. Every job, the spec's count/sum job (`Job.spec`) included, takes this path."""
 from __future__ import annotations
 
-import shutil
 import time
 import uuid
 from contextlib import contextmanager
@@ -12,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from replay.engine import job_sql, metrics, pipeline as engine
-from replay.io import checkpoints, faults, journal, lake_marker, locks
+from replay.io import checkpoints, faults, journal, lake_fs, lake_marker, locks
 from replay.io.lake import Lake, TargetDir
 from replay.io.paths import spark_path
 from replay.io.runs import describe, table_runs
@@ -82,7 +81,7 @@ def run(spark: SparkSession, lake: str, job: Job, target: str = "production", st
     where = Lake(lake).target(job.name, target)
     with locks.hold(where.lock, "run"):
         for left in where.scratch_folders():  # a killed range run's: only the lock's holder writes one
-            shutil.rmtree(left, ignore_errors=True)
+            lake_fs.of(left).remove_tree(left)
         pinned = journal.pinned_version(lake, wanted=journal_version)  # taken as the run starts, under its lock
         return _run(spark, _Replay(lake, job, where, start, end, Lake(lake).target(job.name, checkpoints_of or target),
                                    run_id or new_run_id(), pinned))
@@ -198,7 +197,7 @@ def _removed(folder: str):
     try:
         yield
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        lake_fs.of(folder).remove_tree(folder)
 
 
 def _write(store: TableStore, df: DataFrame, path: str, name: str, span, metadata: dict) -> None:

@@ -7,15 +7,13 @@ file, a partial write, a run with another policy) and the hours it touches are w
 """
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay.io import journal
+from replay.io import journal, lake_fs
 from replay.engine import metrics
 from replay.io.lake import OUTPUT_TABLES, Lake, TargetDir
 from replay.io.runs import check_whole
@@ -114,9 +112,9 @@ def verify(spark: SparkSession, lake: str, job: Job, start: str | None = None, e
         report.journal_violations = journal_violations(journal.read(spark, lake, store, summary.journal_version))
         return report
     finally:
-        shutil.rmtree(scratch.folder, ignore_errors=True)
-        if os.path.exists(scratch.lock):
-            os.remove(scratch.lock)
+        fs = lake_fs.of(lake)
+        fs.remove_tree(scratch.folder)
+        fs.remove(scratch.lock)
 
 
 def journal_violations(rows: DataFrame) -> list[str]:
