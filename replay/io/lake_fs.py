@@ -74,12 +74,13 @@ def of(path: str) -> LakeFS:
         return LocalFS()
     key = repr(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
     if key not in _clients:
-        _clients[key] = _s3_client()
+        _clients[key] = s3_client()
     return S3FS(_clients[key])
 
 
-def _s3_client():
-    """A boto3 S3 client configured by the environment or profile only, as the S3 landing's (replay.io.landing)."""
+def s3_client():
+    """A boto3 S3 client configured by the environment or profile only (endpoint, region, credentials): the lake's
+    and the S3 landing's (replay.io.landing)."""
     import boto3
 
     session = boto3.session.Session()  # AWS_PROFILE, AWS_DEFAULT_REGION, the credentials chain

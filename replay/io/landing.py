@@ -42,6 +42,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from replay.io.lake_fs import s3_client
 from replay.model.sources import PLAIN_FIELDS
 
 # Landing file suffixes and the reader each needs (gzip: decompressed first, by its suffix).
@@ -163,7 +164,7 @@ class S3Landing(Landing):
     @property
     def client(self):
         if self._client is None:
-            self._client = s3_client()
+            self._client = s3_client()  # the lake's too (replay.io.lake_fs)
         return self._client
 
     def check(self) -> None:
@@ -269,16 +270,6 @@ def _place(uri: str) -> tuple[str, str] | None:
     if re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*:/", uri):
         return None
     return "local", os.path.realpath(os.path.abspath(uri))
-
-
-def s3_client():
-    """A boto3 S3 client configured by the environment or profile only (endpoint, region, credentials)."""
-    import boto3
-
-    session = boto3.session.Session()  # AWS_PROFILE, AWS_DEFAULT_REGION, credentials chain
-    region = session.region_name or os.environ.get("AWS_REGION")
-    # botocore reads AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3 itself.
-    return session.client("s3", region_name=region)
 
 
 def lines(landing: Landing, name: str) -> Iterator[pa.RecordBatch]:
