@@ -9,6 +9,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -440,18 +441,25 @@ def commits_after(path: str, version: int) -> list[tuple[int, dict]]:
     Delta log's JSON commit files in Python, so that a sensor needs no Spark session."""
     log, fs = os.path.join(path, "_delta_log"), lake_fs.of(path)
     out = []
-    for name in [e.name for e in fs.list(log) if _COMMIT_FILE.fullmatch(e.name) and int(e.name[:20]) > version]:
-        found = fs.read(os.path.join(log, name))
-        lines = found[0].decode().splitlines() if found else []
-        infos = [a["commitInfo"] for a in map(json.loads, filter(str.strip, lines)) if "commitInfo" in a]
+    for v, actions in _commits(fs, log, [e.name for e in fs.list(log)], version):
+        infos = [a["commitInfo"] for a in actions if "commitInfo" in a]
         text = infos[0].get("userMetadata") if infos else None
         try:
             meta = json.loads(text) if text else None
         except json.JSONDecodeError:
             meta = None
         if isinstance(meta, dict):
-            out.append((int(name[:20]), meta))
+            out.append((v, meta))
     return out
+
+
+def _commits(fs, log: str, names: list[str], after: int) -> Iterator[tuple[int, list[dict]]]:
+    """(version, actions) of each JSON commit file among `names` of the Delta log folder `log` after version
+    `after`, oldest first (a local or an s3a:// lake: replay.io.lake_fs)."""
+    for name in sorted(n for n in names if _COMMIT_FILE.fullmatch(n) and int(n[:20]) > after):
+        found = fs.read(os.path.join(log, name))
+        lines = found[0].decode().splitlines() if found else []
+        yield int(name[:20]), [json.loads(line) for line in lines if line.strip()]
 
 
 _COMMIT_FILE = re.compile(r"\d{20}\.json")
@@ -470,18 +478,17 @@ class LogStats:
 def log_stats(path: str) -> LogStats | None:
     """The table's statistics, read in Python from the latest checkpoint and the JSON commits after it: no Spark,
     for the code location (at load) and its sensors. None: no table."""
-    log = os.path.join(path, "_delta_log")
-    if not os.path.isdir(log):
+    log, fs = os.path.join(path, "_delta_log"), lake_fs.of(path)
+    if not fs.is_dir(log):
         return None
-    names = os.listdir(log)
-    done, live = _checkpoint_files(log, names)
-    for name in sorted(n for n in names if _COMMIT_FILE.fullmatch(n) and int(n[:20]) > done):
-        with open(os.path.join(log, name)) as f:
-            for action in map(json.loads, filter(str.strip, f)):
-                if "add" in action:
-                    live[action["add"]["path"]] = action["add"].get("stats")
-                elif "remove" in action:
-                    live.pop(action["remove"]["path"], None)
+    names = [e.name for e in fs.list(log)]
+    done, live = _checkpoint_files(fs, log, names)
+    for _, actions in _commits(fs, log, names, done):
+        for action in actions:
+            if "add" in action:
+                live[action["add"]["path"]] = action["add"].get("stats")
+            elif "remove" in action:
+                live.pop(action["remove"]["path"], None)
     rows, low, high = 0, {}, {}
     for stats in (json.loads(t) for t in live.values() if t):
         if not stats.get("numRecords"):
@@ -505,18 +512,21 @@ def least_value(path: str, column: str):
     return None if stats is None else stats.low.get(column)
 
 
-def _checkpoint_files(log: str, names: list[str]) -> tuple[int, dict]:
+def _checkpoint_files(fs, log: str, names: list[str]) -> tuple[int, dict]:
     """The version of the table's latest (classic, single or multi-part) checkpoint and its files' statistics by
     path; (-1, {}) without one."""
     parts = [n for n in names if _CHECKPOINT_FILE.fullmatch(n)]
     if not parts:
         return -1, {}
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     version = max(int(n[:20]) for n in parts)
     live = {}
     for name in sorted(n for n in parts if int(n[:20]) == version):
-        for row in pq.read_table(os.path.join(log, name), columns=["add"]).column("add").to_pylist():
+        found = fs.read(os.path.join(log, name))
+        table = pq.read_table(pa.BufferReader(found[0]), columns=["add"]) if found else None
+        for row in table.column("add").to_pylist() if table is not None else []:
             if row is not None:
                 live[row["path"]] = row.get("stats")
     return version, live
