@@ -3,8 +3,10 @@
 
 `fcntl.flock` locks belong to an open file and the kernel releases them when the process dies (even by
 SIGKILL), so a crashed writer never leaves a stale lock. The holder writes who it is (pid, host, command,
-since when) into the lock file, so a refused writer can name it. Locks are re-entrant within a process
-(the CLI takes a lock before Spark starts; the library function it calls takes it again).
+since when) into the lock file just after taking it and clears it as it lets go, so a refused writer names the
+holder (waiting a moment for a holder that has just taken the lock to say who it is), never a finished writer.
+Locks are re-entrant within a process (the CLI takes a lock before Spark starts; the library function it calls
+takes it again).
 
 A lake on object storage (s3a://) has no file locks: its lock paths are leases there (replay.io.leases), taken and
 refused the same way.
@@ -31,18 +33,25 @@ class LockBusy(RuntimeError):
     """Another process holds the lock (its details are in the message)."""
 
 
-def holder(path: str) -> str:
-    """Who holds (or last held) the lock, as one phrase, from the lock file."""
+def holder(path: str, patience: float = 2.0) -> str:
+    """Who holds the lock, as one phrase, from the lock file. A holder writes its details just after taking the
+    lock: an empty file is re-read for up to `patience` seconds before the holder is called unknown."""
     if lake_fs.is_object_store(path):
         return leases.holder(path)
-    try:
-        with open(path) as f:
-            h = json.loads(f.read() or "{}")
-    except (OSError, ValueError):
-        h = {}
+    deadline = time.monotonic() + patience
+    while not (h := _details(path)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     if not h:
         return "another process (no details recorded yet)"
     return f"pid {h.get('pid')} on {h.get('host')} ({h.get('command')!r}, since {h.get('since')})"
+
+
+def _details(path: str) -> dict:
+    try:
+        with open(path) as f:
+            return json.loads(f.read() or "{}")
+    except (OSError, ValueError):
+        return {}  # missing, or read between the holder's truncate and write
 
 
 @contextmanager
@@ -152,4 +161,5 @@ def _release(path: str) -> None:
             _held[path] = (fd, depth - 1)
             return
         del _held[path]
-    os.close(fd)  # closing the last descriptor releases the flock; the file (and its details) stays
+    os.ftruncate(fd, 0)  # the details go with the lock: a later refusal never names a finished writer
+    os.close(fd)  # closing the last descriptor releases the flock; the (empty) file stays

@@ -110,6 +110,29 @@ def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
         pass
 
 
+def test_a_released_lock_names_no_finished_writer(tmp_path):
+    lock = str(tmp_path / "journal.lock")
+    with locks.hold(lock, "finished long ago"):
+        pass
+    assert open(lock).read() == ""
+
+
+def test_a_refusal_waits_for_a_holder_that_has_just_taken_the_lock_to_say_who_it_is(tmp_path):
+    lock = str(tmp_path / "journal.lock")
+    taker = subprocess.Popen([sys.executable, "-c", "import fcntl, json, os, sys, time\n"
+                              f"fd = os.open({lock!r}, os.O_RDWR | os.O_CREAT)\n"
+                              "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('taken', flush=True)\ntime.sleep(0.5)\n"
+                              "os.pwrite(fd, json.dumps({'pid': os.getpid(), 'host': 'h', 'command': 'slow to say',"
+                              " 'since': 'now'}).encode(), 0)\ntime.sleep(600)"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert taker.stdout.readline().strip() == "taken"
+        assert locks.holder(lock) == f"pid {taker.pid} on h ('slow to say', since now)"
+    finally:
+        taker.kill()
+        taker.wait()
+
+
 def test_two_ingests_at_once_journal_every_new_line_once(spark, tmp_path):
     landing, lake = str(tmp_path / "landing"), str(tmp_path / "lake")
     generate(landing, StreamSpec(300, partitions=2, keys=5, files=2, seed=1))
