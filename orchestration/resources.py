@@ -63,7 +63,7 @@ class RetraceResource(dg.ConfigurableResource):
         src = catalog().sources.get(self.source)
         if src is None:
             raise ValueError(f"RETRACE_SOURCE: {self.source!r} is not a source of the jobs folder")
-        return SourceFields(src.event_time_field, src.key_field)
+        return SourceFields.of(src)
 
     def live_jobs(self) -> tuple:
         """What the live job runs: the spec's job, then the jobs of the jobs folder that read the landing's source."""

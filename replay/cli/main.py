@@ -77,7 +77,7 @@ def cmd_ingest(a) -> int:
         src = catalog(a.jobs).sources.get(a.source)
         if src is None:
             raise ValueError(f"--source {a.source!r} is not a source of the jobs folder (its sources.yaml)")
-        fields = SourceFields(src.event_time_field, src.key_field)
+        fields = SourceFields.of(src)
     admit(a.landing, a.lake)  # nothing is made in the lake before its input is checked
     with locks.hold(Lake(a.lake).journal_lock, "replay ingest", wait=a.wait):  # decided before Spark starts
         again = shlex.join(["replay", "ingest", "--landing", a.landing, "--lake", a.lake,
@@ -181,7 +181,7 @@ def _stream_jobs(a):
         raise ValueError(f"--source {a.source!r} is not a source of the jobs folder (its sources.yaml); "
                          f"defined: {', '.join(sorted(found.sources)) or 'none'}")
     src = found.sources[a.source]
-    return ((spec, *found.reading(a.source)), SourceFields(src.event_time_field, src.key_field))
+    return ((spec, *found.reading(a.source)), SourceFields.of(src))
 
 
 def cmd_hash(a) -> int:

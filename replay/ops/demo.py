@@ -31,7 +31,7 @@ def run_demo(work: str = ".retrace", events: int = 200_000, policy_file: str | N
     _prepare(landing, lake, events, say)
     spark = get_spark("retrace-demo")
     source = jobs.sources[SOURCE]
-    r = ingest(spark, landing, lake, fields=SourceFields(source.event_time_field, source.key_field))
+    r = ingest(spark, landing, lake, fields=SourceFields.of(source))
     say(f"demo: journal +{r.rows} rows from {len(r.files)} files ({r.skipped} already journaled)")
     policy_file = policy_file or DEFAULT_POLICY
     every = [Job.spec(Policy.from_yaml(policy_file)),
