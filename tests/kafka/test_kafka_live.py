@@ -174,7 +174,7 @@ def test_a_live_run_with_the_sources_punctuation_records_equals_a_replay_of_its_
     """Watermark records (`{"type": "wm", "at": time}`) in the topic, read in micro-batches of 3 records under the
     source strategy: they are journaled as punctuations, close windows as they come, and the live outputs hash
     equal to a replay of the journal."""
-    topic = kafka_broker.create_topic("punctuated")
+    topic = kafka_broker.create_topic("punctuated", partitions=2)
     producer = kafka_broker.producer()
     base = datetime(2024, 1, 1, tzinfo=timezone.utc)
     at = lambda s: (base + timedelta(seconds=s)).isoformat().replace("+00:00", "Z")  # noqa: E731
