@@ -38,17 +38,15 @@ def case_job(case: dict) -> Job:
     """The job a case runs: the spec's job on the case's policy. A journal row is the event as it landed, so a field
     other than the journal's own is a payload field; `substream_by` may name one, and the spec's job then has that
     field (a string)."""
-    for i, r in enumerate(case["journal"]):
-        if r.get("kind") == "punctuation":  # issue 48: the engine would ignore it, deciding the rest wrongly
-            raise ValueError(f"journal row {i}: kind 'punctuation' (a source punctuation) is not supported by this "
-                             "engine yet")
     payload_fields = tuple(sorted({f for r in case["journal"] for f in r} - JOURNAL_FIELDS))
     policy = Policy.from_dict(case.get("policy") or {}, fields=SUBSTREAM_COLUMNS + payload_fields)
     return Job.spec(policy, () if policy.substream_by in (None, *SUBSTREAM_COLUMNS) else (policy.substream_by,))
 
 
 def _rows(df: DataFrame, fields: tuple[str, ...]) -> list[dict]:
-    cols = [F.unix_micros(f).alias(f) if f in TIMES else F.col(f) for f in fields]
+    # a job with a payload field's windows not grouped by key have no `key` column: null, as in the spec's shape
+    cols = [F.lit(None).alias(f) if f not in df.columns else F.unix_micros(f).alias(f) if f in TIMES else F.col(f)
+            for f in fields]
     out = []
     for r in df.select(*cols).collect():
         d = r.asDict()

@@ -102,6 +102,7 @@ class EarlierRows:
 def _measure(journaled: DataFrame, seq: int, least: int) -> Bound:
     """The greatest event offset per partition up to `seq` among offsets from `least` on (Delta skips the files
     below it); a partition with none there has only offsets below `least`."""
-    found = (journaled.where((F.col("seq") <= seq) & (F.col("kind") == "event") & (F.col("offset") >= least))
+    records = F.col("kind").isin("event", "punctuation")  # the broker's records: a punctuation has an offset too
+    found = (journaled.where((F.col("seq") <= seq) & records & (F.col("offset") >= least))
              .groupBy("partition").agg(F.max("offset").alias("high")).collect())
     return Bound({r["partition"]: r["high"] for r in found}, least - 1)

@@ -10,6 +10,15 @@ from replay.model.policy import Policy
 from replay.model.state import NEG  # noqa: E402,F401  (defined with the state; the engine's modules import it here)
 
 
+RECORDS = ("event", "punctuation")  # the source's records: each has the broker's (partition, offset) identity
+
+
+def source_punctuation() -> Column:
+    """A punctuation the source sent (spec 4), applied: a valid time (`et`) and not a redelivery (`duplicate`).
+    One without a valid time is a `malformed` dead letter; its row still counts for the arrival floor."""
+    return (F.col("kind") == "punctuation") & F.col("et").isNotNull() & ~F.col("duplicate")
+
+
 def arrival_checks(rows: DataFrame, policy: Policy) -> DataFrame:
     """Steps 1-3, which need only the row itself: quarantine, early, late.
 

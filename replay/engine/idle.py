@@ -37,7 +37,7 @@ def _raises_in_scope(policy: Policy, before: dict[int, tuple[int | None, list[in
 
     def run(pdf: pd.DataFrame) -> pd.DataFrame:
         pdf = pdf.sort_values("seq", kind="stable")
-        is_event = (pdf["kind"] == "event").to_numpy()
+        is_event, is_clock = (pdf["kind"] == "event").to_numpy(), (pdf["kind"] == "clock").to_numpy()
         arrival = pdf["arrival"].to_numpy(dtype=np.int64)
         seqs = pdf["seq"].to_numpy(dtype=np.int64)
         k_lo, k_hi = pdf["k_lo"].to_numpy(), pdf["k_hi"].to_numpy()
@@ -53,7 +53,7 @@ def _raises_in_scope(policy: Policy, before: dict[int, tuple[int | None, list[in
                         if k not in seen:
                             seen.add(k)
                             bisect.insort(ends, w.offset + k * w.hop + w.size)
-            elif last_event is not None and ends:
+            elif is_clock[i] and last_event is not None and ends:  # a punctuation is no idle-timeout activity
                 limit = int(arrival[i]) - idle
                 if last_event <= limit:
                     j = bisect.bisect_right(ends, limit)

@@ -37,7 +37,9 @@ def of_stretch(decisions: DataFrame, dead_letters: DataFrame, before: DataFrame)
 
 
 def _events(decisions: DataFrame) -> DataFrame:
-    return decisions.where(F.col("kind") == "event").select("partition", "seq", "offset", "arrival_time")
+    """The source's records, whose offsets are the broker's: events and the source's punctuations."""
+    return decisions.where(F.col("kind").isin("event", "punctuation")).select("partition", "seq", "offset",
+                                                                             "arrival_time")
 
 
 def _backward(events: DataFrame) -> DataFrame:

@@ -10,7 +10,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from replay.engine import idle, job_sql, kernels, metrics, watermarks, windows
-from replay.engine.decisions import NEG, last_reason
+from replay.engine.decisions import NEG, RECORDS, last_reason
 from replay.model.jobs import Job
 from replay.model.policy import Policy
 from replay.model.state import ScopeState, State
@@ -88,36 +88,39 @@ class Prepared:
 
 
 def prepare(journal: DataFrame, history: DataFrame | None = None, whole: bool = False,
-            policy: Policy | None = None) -> Prepared:
-    """Journal rows the semantics act on (events and clocks), times in integer microseconds, with
-    `duplicate`: an event whose (partition, offset) appeared at an earlier seq, in `journal` or in
-    `history` (the journal rows before it, when `journal` continues from a checkpoint).
+            policy: Policy | None = None, substream: Column | None = None) -> Prepared:
+    """Journal rows the semantics act on (events, clocks and the source's punctuations), times in integer
+    microseconds, with `duplicate`: a record (event or punctuation) whose (partition, offset) appeared at an earlier
+    seq, in `journal` or in `history` (the journal rows before it, when `journal` continues from a checkpoint).
+    `substream`: the value that names a row's substream (`substream_column`), as column `sub`.
 
     Offsets usually rise in every partition: then nothing repeats. When `whole` (`journal` continues no earlier
     rows: no `history`, no state), one pass on the executors over the rows where they lie (`first_pass`) shows
     it, and gives the metrics their backward offsets and `policy`'s watermark its chunk maxima. Else repeated
     (partition, offset) pairs are found by one aggregation; they are usually few, so the rows meet them in a
     broadcast join."""
-    every = journal.select(
+    source = journal if substream is None else job_sql.with_payload(journal)
+    every = source.select(
         "seq", "partition", "offset", "kind",
         F.unix_micros("arrival_time").alias("arrival"),
         F.unix_micros("event_time").alias("et"),
-        "key", "value",
+        "key", "value", *([] if substream is None else [substream.alias("sub")]),
     )
+    columns = (*_PREPARED, *([] if substream is None else ["sub"]))
     rows = every.where(_acted_on())
-    no_repeats = rows.select(*_PREPARED, F.lit(False).alias("duplicate"))
+    no_repeats = rows.select(*columns, F.lit(False).alias("duplicate"))
     backward = None
     if whole:  # every kind: malformed rows leave no gaps in seq to cut the pass's stretches at
-        all_kinds = every.select(*_PREPARED, F.lit(False).alias("duplicate"))
+        all_kinds = every.select(*columns, F.lit(False).alias("duplicate"))
         found = first_pass(all_kinds, policy)
         backward = backward_table(journal.sparkSession, found.steps)
         if not found.steps:  # no offset at or below its partition's previous one: none repeats
             lying = None if found.maxima is None else watermarks.AsTheyLie(
                 all_kinds.withColumn("row", _acted_on()), found.stretches)
             return Prepared(no_repeats, [], backward, found.maxima, lying)
-    events = rows.where(F.col("kind") == "event").select("partition", "offset", "seq")
+    events = rows.where(_record()).select("partition", "offset", "seq")
     if history is not None:
-        earlier = (history.where(F.col("kind") == "event").select("partition", "offset", "seq")
+        earlier = (history.where(_record()).select("partition", "offset", "seq")
                    .join(events.select("partition", "offset"), ["partition", "offset"], "left_semi"))
         events = events.unionByName(earlier)
     firsts = (events.groupBy("partition", "offset").agg(F.min("seq").alias("_first"), F.count("*").alias("_n"))
@@ -127,8 +130,8 @@ def prepare(journal: DataFrame, history: DataFrame | None = None, whole: bool = 
         firsts.unpersist()
         return Prepared(no_repeats, [], backward)
     table = F.broadcast(firsts) if repeated <= BROADCAST_REPEATS else firsts
-    duplicate = (F.col("kind") == "event") & F.coalesce(F.col("seq") > F.col("_first"), F.lit(False))
-    decided = rows.join(table, ["partition", "offset"], "left").select(*_PREPARED, duplicate.alias("duplicate"))
+    duplicate = _record() & F.coalesce(F.col("seq") > F.col("_first"), F.lit(False))
+    decided = rows.join(table, ["partition", "offset"], "left").select(*columns, duplicate.alias("duplicate"))
     return Prepared(decided, [firsts], backward)
 
 
@@ -148,15 +151,31 @@ def first_pass(rows: DataFrame, policy: Policy | None = None, chunk_rows: int | 
         watermarks.chunk_column(chunk_rows).alias("chunk"), F.xxhash64(F.input_file_name()).alias("file"),
         F.coalesce("partition", F.lit(-1)).alias("partition"), "seq", F.coalesce("offset", F.lit(0)).alias("offset"),
         F.coalesce(F.unix_micros(F.date_trunc("hour", F.timestamp_micros("arrival"))), F.lit(0)).alias("hour"),
-        (F.col("kind") == "event").alias("event"), _acted_on().alias("row"),
+        _record().alias("event"), _acted_on().alias("row"),
         F.coalesce(floor, F.lit(NEG)).alias("floor"), F.coalesce(events, F.lit(NEG)).alias("events"),
     ))
     return found if terms else replace(found, maxima=None)
 
 
 def _acted_on() -> Column:
-    """The journal rows the semantics act on: events and clocks (not malformed or empty landing lines)."""
-    return F.col("kind").isin("event", "clock")
+    """The journal rows the semantics act on: events, clocks and punctuations (not malformed or empty landing
+    lines)."""
+    return F.col("kind").isin("event", "clock", "punctuation")
+
+
+def _record() -> Column:
+    """The source's records, each with the broker's (partition, offset) identity: events and punctuations (a
+    redelivered punctuation is applied once, like an event)."""
+    return F.col("kind").isin(*RECORDS)
+
+
+def substream_column(job: Job) -> Column | None:
+    """What names an event's substream: `key`, or the job's field `substream_by` names (as a string, so every
+    field's values compare alike); None without substreams."""
+    name = job.policy.substream_by
+    if name is None or name == "key":
+        return None if name is None else F.col("key")
+    return F.expr(dict(job.fields)[name]).cast("string")
 
 
 def backward_table(spark, steps: list[tuple[int, int, int, int]]) -> DataFrame:
@@ -199,7 +218,7 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
     if unsupported:
         raise ValueError(f"policy: {unsupported} is not supported by this engine yet")
     state = c.state or State()
-    prepared = prepare(journal, c.history, c.state is None and c.history is None, policy)
+    prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, substream_column(job))
     d = watermarks.decide(prepared.rows, policy, state, partitions, prepared.maxima, prepared.lying)
     if d is None:
         for df in prepared.cached:
@@ -217,7 +236,8 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
     else:
         rows = materialize(rows)
     full = engine_rows(rows)
-    win, dead, still_open = _windows_and_dead(journal, rows, full, job, flush, state, since_seq, cached)
+    win, dead, still_open = _windows_and_dead(journal, rows, full, job, flush, state, since_seq, cached,
+                                              _untimed_punctuations(d.rows))
     dead = dead.persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(dead)
     before = {p: v.wp for p, v in state.partitions.items()}
@@ -256,17 +276,26 @@ def _with_output_watermark(d: watermarks.Decided, policy: Policy, state: State, 
     return full, raised
 
 
+def _untimed_punctuations(decided: DataFrame) -> DataFrame:
+    """Punctuations the source sent without a valid time (not redeliveries): `malformed` dead letters (spec 4)."""
+    bad = (F.col("kind") == "punctuation") & F.col("et").isNull() & ~F.col("duplicate")
+    return decided.where(bad).select(
+        "seq", "partition", "offset", F.lit("malformed").alias("reason"),
+        F.lit(None).cast("timestamp").alias("window_start"), F.timestamp_micros("arrival").alias("arrival_time"))
+
+
 def _windows_and_dead(journal: DataFrame, rows: DataFrame, full: DataFrame, job: Job, flush: bool, state: State,
-                      since_seq: int | None, cached: list[DataFrame]) -> tuple[DataFrame, DataFrame, DataFrame | None]:
-    """The windows (spec 5), the dead letters without their raw text (dropped, closed-window and malformed rows),
-    and the windows still open after the rows."""
+                      since_seq: int | None, cached: list[DataFrame],
+                      untimed: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame | None]:
+    """The windows (spec 5), the dead letters without their raw text (dropped, closed-window and malformed rows,
+    `untimed` punctuations among them), and the windows still open after the rows."""
     policy = job.policy
     dropped = _in_range(full, since_seq).where(F.col("action").isin("dropped", "quarantined")).select(
         "seq", "partition", "offset", last_reason().alias("reason"),
         F.lit(None).cast("timestamp").alias("window_start"),
         F.timestamp_micros("arrival").alias("arrival_time"),
     )
-    malformed = _in_range(_malformed(journal), since_seq)
+    malformed = _in_range(_malformed(journal).unionByName(untimed), since_seq)
     if policy.window is None:
         return _no_windows(journal), dropped.unionByName(malformed), None
     flushing = flush and policy.flush_at_end
@@ -284,14 +313,10 @@ def _windows_and_dead(journal: DataFrame, rows: DataFrame, full: DataFrame, job:
 
 
 def _unsupported(policy: Policy) -> str | None:
-    """Issue 48's features, which the model and the policy have and this engine does not yet: refused, not run as
-    something else."""
+    """Session windows (issue 48), which the model and the policy have and this engine does not yet: refused, not
+    run as something else."""
     if policy.sessions:
         return "window.kind 'session'"
-    if policy.source_punctuated:
-        return "watermark.strategy 'source'"
-    if policy.substream_by not in (None, "key"):
-        return f"substream_by {policy.substream_by!r} (a field other than key)"
     return None
 
 
@@ -347,7 +372,7 @@ def _with_raw(dead: DataFrame, journal: DataFrame, rows_at_most: int | None) -> 
     broadcast to the journal's rows, whose payloads then stay where they are instead of being shuffled for a
     join. Each is a journal row, so `rows_at_most` bounds them too: no count then."""
     row = F.to_json(F.struct("partition", "offset", "arrival_time", "event_time", "key", "value"))
-    raw = journal.select("seq", F.coalesce("payload", F.when(F.col("kind") == "event", row)).alias("payload"),
+    raw = journal.select("seq", F.coalesce("payload", F.when(_record(), row)).alias("payload"),
                          "source", "source_line")
     few = rows_at_most is not None and rows_at_most <= BROADCAST_DEAD
     if not few and dead.count() > BROADCAST_DEAD:

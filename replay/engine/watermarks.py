@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from replay.engine import kernels
-from replay.engine.decisions import NEG, arrival_checks, ordering_check
+from replay.engine.decisions import NEG, arrival_checks, ordering_check, source_punctuation
 from replay.model.policy import Policy, Punctuated
 from replay.model.state import KEYS_SCHEMA, PartitionState, State
 
@@ -147,14 +147,19 @@ def _by_partition(rows: DataFrame, values: dict, name: str, default) -> DataFram
 
 
 def contributions(rows: DataFrame, policy: Policy) -> DataFrame:
-    """The arrival checks, and the two terms of the bounded watermark: arrival - L, and t - O of events.
+    """The arrival checks, and the two terms of the bounded watermark: the partition's (arrival - L, and the time of
+    a punctuation the source sent), and t - O of events (none under the source strategy).
     With `timestamp_by: arrival_time` the floor is arrival - O: the watermark is the latest arrival of the
     partition (events and clocks) minus O, and the event term (t - O = arrival - O) never exceeds it."""
     O = policy.out_of_order_tolerance
     L = O if policy.by_arrival else policy.late_arrival_tolerance
     floor = F.lit(NEG) if L is None else F.col("arrival") - L
+    # the source's punctuations raise every watermark of their partition: a term of the partition's, like the floor
+    floor = F.greatest(floor, F.when(source_punctuation(), F.col("et")))
     checked = arrival_checks(rows, policy)
-    return checked.withColumn("floor_c", floor).withColumn("event_c", F.when(F.col("passed"), F.col("t") - O))
+    # the source strategy: no watermark from event times
+    events = F.lit(None).cast("long") if policy.source_punctuated else F.when(F.col("passed"), F.col("t") - O)
+    return checked.withColumn("floor_c", floor).withColumn("event_c", events)
 
 
 def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int] | None,
@@ -205,17 +210,26 @@ def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts,
     event time, not the arrival checks' five columns, which are computed again on the way back."""
     c = F.greatest("floor_c", F.coalesce("event_c", F.lit(NEG)))
     narrow = contributions(rows, policy).select(
-        "seq", "partition", "offset", (F.col("kind") == "event").alias("_event"), "arrival", "et", "key", "value",
+        "seq", "partition", "offset", _kind_code().alias("_kind"), "arrival", "et", "key", "value",
         "duplicate", "chunk", c.alias("c"), *(["row"] if where is not None else []))
     ran = kernels.running_watermarks(narrow, start, merged=not policy.independent, where=where)
-    ran = ran.withColumn("kind", F.when(F.col("_event"), "event").otherwise("clock")).drop("_event", "c", "row")
+    kind = F.when(F.col("_kind") == 0, "event").when(F.col("_kind") == 1, "clock").otherwise("punctuation")
+    ran = ran.withColumn("kind", kind).drop("_kind", "c", "row")
     return ordering_check(arrival_checks(ran, policy), policy).withColumn("watermark", F.col("wp"))
 
 
+def _kind_code() -> Column:
+    """`kind` as a byte for the trip to numpy (0 event, 1 clock, 2 punctuation): strings cost most to convert."""
+    return F.when(F.col("kind") == "event", 0).when(F.col("kind") == "clock", 1).otherwise(2).cast("byte")
+
+
 def _substreams(rows: DataFrame, policy: Policy, floor_start: Starts, state: State) -> tuple[DataFrame, DataFrame]:
-    """Scope = (partition, key): the floor runs per partition, the event term per key, each from its
-    chunk's starting value (per key: a small window over the per-chunk maxima, after the state's)."""
-    keys = rows.groupBy("chunk", "partition", "key").agg(F.max("event_c").alias("e"))
+    """Scope = (partition, substream value `sub`: the key or a field): the floor runs per partition, the event
+    term per value, each from its chunk's starting value (per value: a small window over the per-chunk maxima,
+    after the state's, which keeps the values as `key`)."""
+    if "sub" not in rows.columns:  # rows prepared without a substream column: substreams by key
+        rows = rows.withColumn("sub", F.col("key"))
+    keys = rows.groupBy("chunk", "partition", F.col("sub").alias("key")).agg(F.max("event_c").alias("e"))
     earlier = Window.partitionBy("partition", "key").orderBy("chunk").rowsBetween(Window.unboundedPreceding, -1)
     keys = keys.select("chunk", "partition", "key", "e", F.max("e").over(earlier).alias("e0"))
     before = state.keys if state.keys is not None else rows.sparkSession.createDataFrame([], KEYS_SCHEMA)
@@ -227,11 +241,11 @@ def _substreams(rows: DataFrame, policy: Policy, floor_start: Starts, state: Sta
              .unionByName(before.select(F.col("bp").alias("partition"), F.col("bk").alias("key"), F.col("be").alias("e")))
              .groupBy("partition", "key").agg(F.max("e").alias("e")))
     k = keys.select(F.col("chunk").alias("kc"), F.col("partition").alias("kp"), F.col("key").alias("kk"), "e0")
-    on = (F.col("chunk") == F.col("kc")) & (F.col("partition") == F.col("kp")) & F.col("key").eqNullSafe(F.col("kk"))
+    on = (F.col("chunk") == F.col("kc")) & (F.col("partition") == F.col("kp")) & F.col("sub").eqNullSafe(F.col("kk"))
     rows = rows.join(k, on, "left").drop("kc", "kp", "kk").fillna(NEG, ["e0"])
     rows = floor_start.own(rows, "f0")
     f0 = F.col("f0")
-    scope = ("chunk", "partition", "key")
+    scope = ("chunk", "partition", "sub")
     rows = rows.select(
         "*",
         _running_max(F.col("floor_c"), _upto("chunk", "partition"), f0).alias("floor_after"),
@@ -249,20 +263,27 @@ def _substreams(rows: DataFrame, policy: Policy, floor_start: Starts, state: Sta
 
 
 def _punctuated(rows: DataFrame, policy: Policy, state: State, partitions: list[int] | None) -> Decided | None:
-    """CTIs: punctuation flags per partition, W_p = running max of (t - delay) at punctuations. Counts
+    """CTIs: punctuation flags per partition, W_p = running max of (t - delay) at punctuations and of the times of
+    the source's own punctuations (`sent`), which also restart the count and become the `every` reference. Counts
     and `every` chains span chunks, so this runs per partition, then a pass finds chunk starts."""
     strategy: Punctuated = policy.watermark
     before = {p: state.partition(p) for p in state.partitions}
+    rows = rows.withColumn("sent", source_punctuation())
     if strategy.every is None:
         rows = _by_partition(rows, {p: s.counted for p, s in before.items()}, "counted0", 0)
-        n = F.count(F.when(F.col("passed"), 1)).over(_upto("partition")) + F.col("counted0")
-        flagged = rows.withColumn("punct", F.col("passed") & (n % strategy.every_events == 0)).withColumn(
-            "ref", F.lit(None).cast("long")).drop("counted0")
+        # a source punctuation restarts the count: count within the stretches between them (the first one
+        # continues the state's count)
+        rows = rows.withColumn("_since", F.count(F.when(F.col("sent"), 1)).over(_upto("partition")))
+        n = (F.count(F.when(F.col("passed"), 1)).over(_upto("partition", "_since"))
+             + F.when(F.col("_since") == 0, F.col("counted0")).otherwise(0))
+        flagged = rows.withColumn("_counted", n).withColumn("punct", F.col("passed") & (F.col("_counted") % strategy.every_events == 0)
+                                                      ).withColumn("ref", F.lit(None).cast("long")).drop("counted0", "_since")
     else:
-        schema = StructType([*rows.schema.fields, StructField("punct", BooleanType()), StructField("ref", LongType())])
+        schema = StructType([*rows.schema.fields, StructField("punct", BooleanType()), StructField("ref", LongType()),
+                             StructField("_counted", LongType())])
         initial = {p: (s.counted, s.ref) for p, s in before.items()}
         flagged = rows.groupBy("partition").applyInPandas(_sequential_punctuations(strategy, initial), schema)
-    value = F.when(F.col("punct"), F.col("t") - strategy.delay)
+    value = F.when(F.col("punct"), F.col("t") - strategy.delay).when(F.col("sent"), F.col("et"))
     flagged = _by_partition(flagged, {p: s.wp for p, s in before.items()}, "wp0", NEG)
     wp0 = F.col("wp0")
     flagged = flagged.select(
@@ -272,44 +293,48 @@ def _punctuated(rows: DataFrame, policy: Policy, state: State, partitions: list[
     )
     decided = ordering_check(flagged, policy).withColumn("watermark", F.col("wp")).persist()
     ends = decided.groupBy("chunk", "partition").agg(
-        F.max("wp").alias("w"), F.count(F.when(F.col("passed"), 1)).alias("n"),
-        F.max_by("ref", "seq").alias("ref")).collect()
+        F.max("wp").alias("w"), F.max_by("_counted", "seq").alias("n"), F.max_by("ref", "seq").alias("ref")).collect()
     if not ends:
         decided.unpersist()
         return None
     parts = _source_partitions({r["partition"] for r in ends}, state, partitions)
     wp_start = Starts.from_maxima([(r["chunk"], r["partition"], r["w"]) for r in ends], parts,
                                   initial={p: state.partition(p).wp for p in parts})
-    last_ref = {r["partition"]: r["ref"] for r in sorted(ends, key=lambda r: r["chunk"]) if r["ref"] is not None}
-    after = {p: PartitionState(wp=wp_start.ends[p],
-                               counted=state.partition(p).counted + sum(r["n"] for r in ends if r["partition"] == p),
-                               ref=last_ref.get(p, state.partition(p).ref))
-             for p in parts}
+    last = {r["partition"]: r for r in sorted(ends, key=lambda r: r["chunk"])}  # each partition's last chunk
+    after = {}
+    for p in parts:
+        s, r = state.partition(p), last.get(p)
+        after[p] = PartitionState(wp=wp_start.ends[p], counted=s.counted if r is None else int(r["n"]),
+                                  ref=s.ref if r is None or r["ref"] is None else r["ref"])
     return Decided(decided, wp_start, after)
 
 
 def _sequential_punctuations(strategy: Punctuated, initial: dict[int, tuple[int, int | None]]):
     """`every T` refers to the event that made the last punctuation: a chain, so it runs in seq order,
-    one partition per task, on the executors, from each partition's (count, reference) in `initial`."""
+    one partition per task, on the executors, from each partition's (count, reference) in `initial`. A source
+    punctuation (`sent`) restarts the count and is the new reference. Adds `punct`, `ref` and `n` (the count)."""
     N, T = strategy.every_events, strategy.every
 
     def flag(pdf: pd.DataFrame) -> pd.DataFrame:
         pdf = pdf.sort_values("seq", kind="stable").reset_index(drop=True)
-        passed = pdf["passed"].to_numpy()
-        t = pdf["t"].to_numpy()
-        out, refs = [False] * len(pdf), [None] * len(pdf)
+        passed, sent = pdf["passed"].to_numpy(), pdf["sent"].to_numpy()
+        t, et = pdf["t"].to_numpy(), pdf["et"].to_numpy()
+        out, refs, counts = [False] * len(pdf), [None] * len(pdf), [0] * len(pdf)
         count, ref = initial.get(int(pdf["partition"].iloc[0]), (0, None)) if len(pdf) else (0, None)
         for i in range(len(pdf)):
-            if passed[i]:
+            if sent[i]:
+                count, ref = 0, int(et[i])
+            elif passed[i]:
                 count += 1
                 ti = int(t[i])
                 make = (N is not None and count % N == 0) or (ref is not None and ti >= ref + T)
                 if make or ref is None:
                     ref = ti
                 out[i] = make
-            refs[i] = ref
+            refs[i], counts[i] = ref, count
         pdf["punct"] = out
         pdf["ref"] = pd.array(refs, dtype="Int64")
+        pdf["_counted"] = pd.array(counts, dtype="int64")
         return pdf
 
     return flag

@@ -42,19 +42,37 @@ class SourceFields:
     key: str = "key"
     origins: Origins = Origins()  # where partition, offset and arrival time come from
     partitions: tuple[int, ...] | None = None  # the source's partitions, when declared
+    # (field, value, time field): a record whose field holds the value is a punctuation the source sent, its time
+    # in the time field (`Source.punctuation`); None: the source sends none
+    punctuation: tuple[str, str, str] | None = None
 
     @classmethod
     def of(cls, source) -> "SourceFields":
         """A `replay.model.jobs.Source`'s fields and declarations."""
-        return cls(source.event_time_field, source.key_field, source.origins, source.partitions)
+        return cls(source.event_time_field, source.key_field, source.origins, source.partitions, source.punctuation)
 
     def columns(self) -> tuple[str, ...]:
         """The landing field read for each of FIELDS."""
         return (*self.origins.columns(), self.event_time, self.key, "value")
 
+    def marks(self) -> dict[str, str]:
+        """The raw columns (`punctuation_mark`, `punctuation_time`) -> the landing field read for each."""
+        if self.punctuation is None:
+            return {}
+        return {"punctuation_mark": self.punctuation[0], "punctuation_time": self.punctuation[2]}
+
     def raw_schema(self) -> str:
         """The `from_json` schema that reads those fields as text (each once)."""
-        return ", ".join(f"`{c}` string" for c in dict.fromkeys(self.columns()))
+        return ", ".join(f"`{c}` string" for c in dict.fromkeys((*self.columns(), *self.marks().values())))
+
+    def recognised(self, raw: DataFrame) -> DataFrame:
+        """`raw` (normalize's shape) with `punctuation`: the row is a punctuation the source sent, and
+        `punctuation_time`, the text of its time (none without a declared punctuation)."""
+        if self.punctuation is None:
+            none = F.lit(None).cast("string")
+            return raw.withColumn("punctuation", F.lit(False)).withColumn("punctuation_time", none)
+        mark = F.coalesce(F.col("punctuation_mark") == F.lit(self.punctuation[1]), F.lit(False))
+        return raw.withColumn("punctuation", mark).drop("punctuation_mark")
 
 
 @dataclass(frozen=True)
@@ -248,7 +266,7 @@ LAST_EVENTS = "partition int, seq long, offset long"
 
 def last_events(events: DataFrame, first: int, partitions: list) -> list[tuple[int, int, int]]:
     """last_events_before's rows, on the driver."""
-    events = events.where(F.col("kind") == "event")
+    events = events.where(F.col("kind").isin("event", "punctuation"))  # the records with the broker's offsets
     found, span, top = [], 1024, first
     need = set(partitions)
     while need and top > 0:
@@ -364,8 +382,9 @@ def raw_from_lines(lines: DataFrame, names: SourceFields | None = None) -> DataF
     """
     names = names or SourceFields()
     parsed = lines.select("source", "source_line", "line", F.from_json("line", names.raw_schema()).alias("_fields"))
-    return parsed.select("source", "source_line", "line",
-                         *[F.col("_fields")[c].alias(f) for f, c in zip(FIELDS, names.columns())])
+    return names.recognised(parsed.select(
+        "source", "source_line", "line", *[F.col("_fields")[c].alias(f) for f, c in zip(FIELDS, names.columns())],
+        *[F.col("_fields")[c].alias(m) for m, c in names.marks().items()]))
 
 
 def place(spark: SparkSession, raw: DataFrame, origins: Origins, files: list[str], modified: dict[str, int | None],
@@ -404,7 +423,7 @@ def place(spark: SparkSession, raw: DataFrame, origins: Origins, files: list[str
                         F.coalesce("_start", F.lit(0)) + F.row_number().over(within) - 1).cast("string")
     return rows.select("source", "source_line", "line", F.col("_partition").alias("partition"),
                        offset.alias("offset"), F.col("_arrival").alias("arrival_time"), "event_time", "key", "value",
-                       "unparsed")
+                       "punctuation", "punctuation_time", "unparsed")
 
 
 def place_undeclared(spark: SparkSession, raw: DataFrame, origins: Origins, plain_origins: Origins, plain: set[str],
@@ -432,11 +451,16 @@ def next_offsets(journal: DataFrame) -> dict[int, int]:
 def normalize(raw: DataFrame, partitions: list[int] | None = None) -> DataFrame:
     """Typed journal columns, and every row's text whole in `payload`; rows that cannot be placed become
     `malformed` (also rows of a partition the source does not have, when its `partitions` are known, and rows
-    a source marks `unparsed`)."""
+    a source marks `unparsed`). A row `punctuation` (`SourceFields.recognised`) is a punctuation the source sent,
+    its time from `punctuation_time` (one without a valid time is kept so: the engine makes it a `malformed`
+    dead letter, spec 4)."""
+    punctuation = F.col("punctuation") if "punctuation" in raw.columns else F.lit(False)
     partition = F.col("partition").try_cast("int")
     offset = F.col("offset").try_cast("long")
     arrival = F.col("arrival_time").try_cast("timestamp")
     event_time = F.col("event_time").try_cast("timestamp")
+    if "punctuation" in raw.columns:
+        event_time = F.when(punctuation, F.col("punctuation_time").try_cast("timestamp")).otherwise(event_time)
     value = F.col("value").try_cast("double")
     malformed = (
         partition.isNull() | offset.isNull() | arrival.isNull()
@@ -449,10 +473,10 @@ def normalize(raw: DataFrame, partitions: list[int] | None = None) -> DataFrame:
     return raw.select(
         partition.alias("partition"),
         offset.alias("offset"),
-        F.when(malformed, "malformed").otherwise("event").alias("kind"),
+        F.when(malformed, "malformed").when(punctuation, "punctuation").otherwise("event").alias("kind"),
         arrival.alias("arrival_time"),
         event_time.alias("event_time"),
-        F.col("key"),
+        F.when(~punctuation, F.col("key")).alias("key"),
         value.alias("value"),
         F.col("line").alias("payload"),
         "source",

@@ -153,10 +153,11 @@ def raw_from_records(records: DataFrame, topic: str, names: journal.SourceFields
                            record_text().alias("line"), *[v.alias(f) for f, v in ours.items()])
     parsed = lines.select("*", F.from_json("line", names.raw_schema()).alias("_fields"),
                           F.json_object_keys("line").isNull().alias("unparsed"))
-    return parsed.select(
+    return names.recognised(parsed.select(
         "source", "source_line", "line",
         *[(F.col(f) if f in ours else F.col("_fields")[c]).alias(f) for f, c in zip(journal.FIELDS, names.columns())],
-        "unparsed")
+        *[F.col("_fields")[c].alias(m) for m, c in names.marks().items()],
+        "unparsed"))
 
 
 def with_seq(rows: DataFrame, base: int) -> DataFrame:

@@ -34,7 +34,9 @@ RESERVED = frozenset({
     "window_start", "window_end", "emitted_at", "scope", "k", "close_seq",
 })
 JOB_KEYS = {"name", "source", "policy", "fields", "where", "group_by", "aggregates"}
-SOURCE_KEYS = {"event_time_field", "key_field", "partitions", "description", "arrival_time", "partition", "offset"}
+SOURCE_KEYS = {"event_time_field", "key_field", "partitions", "punctuation", "description", "arrival_time",
+               "partition", "offset"}
+PUNCTUATION_KEYS = {"field", "value", "time_field"}
 SOURCES_FILE = "sources.yaml"
 COUNTS = ("count(*)", "count(1)")  # an aggregate that counts a window's members
 
@@ -53,11 +55,37 @@ class Source:
     key_field: str = "key"
     partitions: tuple[int, ...] | None = None
     origins: Origins = Origins()
+    # how the source's own punctuations (StreamInsight adapter CTIs, watermark records) are recognised: a record
+    # whose `field` holds `value` is a punctuation, its time in `time_field` (spec 4); None: the source sends none
+    punctuation: tuple[str, str, str] | None = None
 
     def __post_init__(self):
         for what in ("event_time_field", "key_field"):
             if not IDENT.match(str(getattr(self, what))):
                 raise JobError(f"source {self.name}: {what}: {getattr(self, what)!r} is not a top-level field name")
+        if self.punctuation is not None:
+            field, _, time_field = self.punctuation
+            for what, v in (("field", field), ("time_field", time_field)):
+                if not IDENT.match(str(v)):
+                    raise JobError(f"source {self.name}: punctuation.{what}: {v!r} is not a top-level field name")
+
+    @staticmethod
+    def punctuation_of(name: str, raw: Any) -> tuple[str, str, str] | None:
+        """`punctuation: {field: F, value: V, time_field: T}` of sources.yaml, checked (None when absent)."""
+        if raw is None:
+            return None
+        if not isinstance(raw, dict):
+            raise JobError(f"source {name}: punctuation: must be a mapping of field, value, time_field, got {raw!r}")
+        unknown = sorted(set(raw) - PUNCTUATION_KEYS)
+        missing = sorted(PUNCTUATION_KEYS - set(raw))
+        if unknown or missing:
+            raise JobError(f"source {name}: punctuation: {'unknown' if unknown else 'missing'} field "
+                           f"{(unknown or missing)[0]!r}; give field, value and time_field")
+        if raw["value"] is None or isinstance(raw["value"], (dict, list)):
+            raise JobError(f"source {name}: punctuation.value: {raw['value']!r} must be a string, number or boolean")
+        value = raw["value"]
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)  # as JSON text reads it
+        return (raw["field"], text, raw["time_field"])
 
 
 @dataclass(frozen=True)
@@ -299,7 +327,7 @@ def _load_sources(path: Path) -> dict[str, Source]:
         try:
             origins, partitions = parse_origins(spec, f"source {name}")
             out[name] = Source(name, spec.get("event_time_field", "event_time"), spec.get("key_field", "key"),
-                               partitions, origins)
+                               partitions, origins, Source.punctuation_of(name, spec.get("punctuation")))
         except (JobError, SourceError) as e:
             raise JobError(f"{path}: {e}") from None
     return out

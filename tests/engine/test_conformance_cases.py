@@ -37,14 +37,9 @@ def test_there_are_conformance_cases():
 
 
 def _issue_48(path: str) -> bool:
-    """A case of issue 48's features (source punctuations, the source strategy, substreams over a payload field,
-    session windows), which the engine refuses until its JVM operator has them."""
+    """A case of session windows (issue 48), which the engine refuses until it has them."""
     case = _load(path)
-    policy = case.get("policy") or {}
-    return (any(r.get("kind") == "punctuation" for r in case["journal"])
-            or (policy.get("watermark") or {}).get("strategy") == "source"
-            or policy.get("substream_by") not in (None, "key")
-            or (policy.get("window") or {}).get("kind") == "session")
+    return ((case.get("policy") or {}).get("window") or {}).get("kind") == "session"
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
@@ -100,14 +95,4 @@ def test_a_case_with_substreams_over_a_field_no_row_carries_is_refused():
     case = {"policy": {"substream_by": "device"}, "journal": [{"partition": 0, "offset": 0, "kind": "event",
                                                                "arrival_time": "2024-01-01T00:00:00Z"}]}
     with pytest.raises(PolicyError, match="substream_by: 'device' is not a field of the job; use one of key or null"):
-        case_job(case)
-
-
-def test_a_case_whose_journal_has_a_source_punctuation_is_refused_naming_the_row():
-    """The engine acts on events and clocks only: a punctuation row would be passed over and the rest decided as if
-    it were not there, so a case with one is refused until the engine has issue 48's source punctuations."""
-    from replay.conformance import case_job
-
-    case = _load(os.path.join(ROOT, "tests", "conformance", "cases", "cti_punctuated_reset_by_source_punctuation.json"))
-    with pytest.raises(ValueError, match="journal row 4: kind 'punctuation' .* not supported by this engine yet"):
         case_job(case)

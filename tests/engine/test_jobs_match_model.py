@@ -74,3 +74,36 @@ def test_example_job_matches_the_model(spark, name):
         assert letters == want, json.dumps(rows)
 
     check()
+
+
+VARIANTS = {  # issue 48 on a user's job: substreams over its field `device`, the source's punctuations alone
+    "device_substreams": {"substream_by": "device"},
+    "source_strategy": {"watermark": {"strategy": "source"}},
+    "device_substreams_punctuated": {"substream_by": "device",
+                                     "watermark": {"strategy": "punctuated", "every_events": 2, "delay": "1s"}},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_example_job_with_field_substreams_or_source_punctuations_matches_the_model(spark, variant):
+    """device_minute with its policy changed: the drawn journals carry punctuation rows (tests.support.journals)."""
+    import dataclasses
+
+    from replay.model.policy import SUBSTREAM_COLUMNS, Policy
+
+    job = CATALOG.job("device_minute")
+    policy = Policy.from_dict({**job.policy.to_dict(), **VARIANTS[variant]},
+                              fields=SUBSTREAM_COLUMNS + tuple(n for n, _ in job.fields))
+    job = dataclasses.replace(job, policy=policy)
+
+    @settings(max_examples=examples(3), deadline=None, derandomize=True, phases=[Phase.generate],
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(rows=sensor_journals())
+    def check(rows):
+        expected = run_job_model(job, json.loads(json.dumps(rows)))
+        windows, letters = spark_outputs(spark, job, rows)
+        assert sorted(map(_key, windows)) == sorted(map(_key, expected["windows"])), json.dumps(rows)
+        want = sorted((d["seq"], d["reason"], d["window_start"]) for d in expected["dead_letters"])
+        assert letters == want, json.dumps(rows)
+
+    check()

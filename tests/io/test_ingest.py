@@ -293,3 +293,53 @@ def test_a_crlf_file_ending_in_a_blank_line_journals_its_lines_and_nothing_else(
     r = ingest(spark, str(landing), lake)
     assert (r.rows, r.events, r.malformed) == (2, 2, 0)
     assert [(row["source_line"], row["payload"]) for row in _journal_rows(spark, lake)] == [(1, GOOD), (2, second)]
+
+
+PUNCTUATED = [  # a source that sends watermark records: {"type": "watermark", "wm": time}
+    '{"partition": 0, "offset": 0, "arrival_time": "2024-01-01T00:00:01Z", "event_time": "2024-01-01T00:00:01Z",'
+    ' "key": "a", "value": 1.0}',
+    '{"partition": 0, "offset": 1, "arrival_time": "2024-01-01T00:00:02Z", "type": "watermark",'
+    ' "wm": "2024-01-01T00:00:30Z"}',
+    '{"partition": 0, "offset": 2, "arrival_time": "2024-01-01T00:00:03Z", "type": "watermark", "wm": "soon"}',
+    '{"partition": 0, "offset": 3, "arrival_time": "2024-01-01T00:00:04Z", "event_time": "2024-01-01T00:00:04Z",'
+    ' "key": "a", "value": 2.0}',
+]
+
+
+@pytest.fixture(scope="module")
+def punctuated(spark, tmp_path_factory):
+    """A landing file of a source that declares its punctuations (field `type` = `watermark`, time in `wm`),
+    ingested and replayed by the engine."""
+    from replay.engine import pipeline
+
+    root = tmp_path_factory.mktemp("punctuated")
+    landing, lake = root / "landing", str(root / "lake")
+    landing.mkdir()
+    (landing / "part-00000.jsonl").write_text("\n".join(PUNCTUATED) + "\n")
+    ingest(spark, str(landing), lake, fields=journal.SourceFields(punctuation=("type", "watermark", "wm")))
+    out = pipeline.replay(journal.read(spark, lake), Job.spec(Policy.from_dict({"late_arrival_tolerance": None})))
+    micros = lambda df, c: df.withColumn(c, F.unix_micros(c)).orderBy("seq").collect()  # noqa: E731
+    result = {"journal": [r.asDict() for r in micros(journal.read(spark, lake), "event_time")],
+              "decisions": [r.asDict() for r in micros(out.decisions, "timestamp")],
+              "dead_letters": [r.asDict() for r in out.dead_letters.collect()]}
+    out.unpersist()
+    return result
+
+
+def test_a_declared_punctuation_record_is_journaled_as_a_punctuation_with_its_time(punctuated):
+    rows = punctuated["journal"]
+    assert [r["kind"] for r in rows] == ["event", "punctuation", "punctuation", "event"]
+    assert rows[1]["event_time"] == parse_instant("2024-01-01T00:00:30Z") and rows[1]["key"] is None
+    assert rows[2]["event_time"] is None and rows[2]["payload"] == PUNCTUATED[2]
+
+
+def test_a_punctuation_without_a_valid_time_is_a_malformed_dead_letter(punctuated):
+    letters = [(d["offset"], d["reason"], d["payload"]) for d in punctuated["dead_letters"]]
+    assert letters == [(2, "malformed", PUNCTUATED[2])]
+
+
+def test_an_ingested_punctuation_raises_the_watermark_above_the_events(punctuated):
+    """The event at 00:00:04 after the punctuation at 00:00:30 is out of order, adjusted to the punctuation."""
+    last = punctuated["decisions"][-1]
+    assert (last["action"], last["reasons"]) == ("adjusted", ["out_of_order"])
+    assert last["timestamp"] == parse_instant("2024-01-01T00:00:30Z")

@@ -169,6 +169,40 @@ def test_a_record_that_is_not_json_is_a_malformed_dead_letter_with_its_bytes(spa
     assert all(r["bytes"] > 0 for r in lag if r["partition"] < 3)
 
 
+def test_a_live_run_with_the_sources_punctuation_records_equals_a_replay_of_its_journal(spark, kafka_broker,
+                                                                                          tmp_path):
+    """Watermark records (`{"type": "wm", "at": time}`) in the topic, read in micro-batches of 3 records under the
+    source strategy: they are journaled as punctuations, close windows as they come, and the live outputs hash
+    equal to a replay of the journal."""
+    topic = kafka_broker.create_topic("punctuated", partitions=2)
+    producer = kafka_broker.producer()
+    base = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    at = lambda s: (base + timedelta(seconds=s)).isoformat().replace("+00:00", "Z")  # noqa: E731
+    ev = lambda s: {"event_time": at(s), "key": f"k{s % 3}", "value": float(s)}  # noqa: E731
+    wm = lambda s: {"type": "wm", "at": s if isinstance(s, str) else at(s)}  # noqa: E731
+    records = [(0, ev(0)), (1, ev(2)), (0, ev(4)), (1, ev(6)), (0, wm(10)), (1, wm(10)), (0, ev(12)), (1, ev(14)),
+               (0, wm(20)), (1, wm(20)), (0, ev(22)), (1, wm("never"))]
+    for p, value in records:
+        producer.send(topic, value=json.dumps(value).encode(), partition=p)
+    producer.flush()
+    producer.close()
+    policy = Policy.from_dict({"watermark": {"strategy": "source"}, "late_arrival_tolerance": None,
+                               "early_arrival_tolerance": None, "window": {"kind": "tumbling", "size": "10s"}})
+    lake = str(tmp_path / "lake")
+    stream_topic(spark, kafka_broker.bootstrap, topic, lake, policy, until_idle=True, clock="simulated",
+                 max_records_per_batch=3, fields=journal.SourceFields(punctuation=("type", "wm", "at")))
+    counted = journal.read(spark, lake).groupBy("kind").agg(F.count("*").alias("n")).collect()
+    kinds = {r["kind"]: r["n"] for r in counted}
+    assert (kinds.get("punctuation"), kinds.get("event")) == (5, 7)
+    store = default_store()
+    dead = store.read(spark, target_dir(lake, "production").table("dead_letters")).collect()
+    assert [r["reason"] for r in dead] == ["malformed"]
+    windows = store.read(spark, target_dir(lake, "production").table("windows"))
+    assert windows.where(F.col("emitted_at").isNotNull()).count() > 0  # punctuations closed windows as they came
+    run(spark, lake, Job.spec(policy), target="replayed")
+    assert target_hash(spark, target_dir(lake, "production")) == target_hash(spark, target_dir(lake, "replayed"))
+
+
 def test_a_create_time_topic_is_refused_with_a_one_line_reason(spark, kafka_broker, tmp_path):
     topic = kafka_broker.create_topic("producer-clocks", timestamp_type="CreateTime")
     with pytest.raises(ValueError) as refused:

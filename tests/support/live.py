@@ -22,7 +22,7 @@ def stream_files(spark, landing: str, lake: str, policy: Policy, max_files_per_b
 
 
 def stream_topic(spark, bootstrap: str, topic: str, lake: str, policy: Policy, trust_create_time: bool = False,
-                 max_records_per_batch=None, **options):
-    """`replay stream --kafka-bootstrap`: `options` are LiveOptions' fields."""
+                 max_records_per_batch=None, fields=None, **options):
+    """`replay stream --kafka-bootstrap`: `options` are LiveOptions' fields; `fields` the source's SourceFields."""
     return run_stream(spark, KafkaSource(bootstrap, topic, trust_create_time, max_records_per_batch), lake,
-                      [Job.spec(policy)], LiveOptions(**options))
+                      [Job.spec(policy)], LiveOptions(**options), fields)
