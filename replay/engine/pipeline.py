@@ -9,7 +9,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from replay.engine import idle, job_sql, kernels, metrics, watermarks, windows
+from replay.engine import idle, job_sql, kernels, metrics, sessions, watermarks, windows
 from replay.engine.decisions import NEG, last_reason
 from replay.model.jobs import Job
 from replay.model.policy import Policy
@@ -268,7 +268,9 @@ def _windows_and_dead(journal: DataFrame, rows: DataFrame, full: DataFrame, job:
     if policy.window is None:
         return _no_windows(journal), dropped.unionByName(malformed), None
     flushing = flush and policy.flush_at_end
-    if job.is_spec:  # the spec's shape: windows continue from a checkpoint's partial counts and sums
+    if policy.sessions:
+        w = _sessions(rows, full, job, flushing, state)
+    elif job.is_spec:  # the spec's shape: windows continue from a checkpoint's partial counts and sums
         w = windows.windows_and_closed(full, policy, flushing, state)
     else:
         w = windows.job_windows(full, job_sql.decided_events(rows, job), policy, job.grouping, job.aggregates,
@@ -281,11 +283,32 @@ def _windows_and_dead(journal: DataFrame, rows: DataFrame, full: DataFrame, job:
     return win, dropped.unionByName(closed).unionByName(malformed), w.open
 
 
+def _sessions(rows: DataFrame, full: DataFrame, job: Job, flush: bool, state: State) -> windows.WindowResults:
+    """Session windows (spec 5): the spec's count and sum per key, or a user job's aggregates per its groups."""
+    policy = job.policy
+    if job.is_spec:
+        members = full.where(F.col("timestamp").isNotNull() & (F.col("kind") == "event")).select(
+            "seq", "partition", "offset", F.timestamp_micros("timestamp").alias("timestamp"),
+            F.timestamp_micros("arrival").alias("arrival_time"),
+            (F.col("key") if policy.group_by_key else F.lit(None).cast("string")).alias("key"), "value")
+        # decimal sums are exact, so the result does not depend on how rows were partitioned
+        aggregates = [("count", F.count("*")), ("sum", F.sum(F.col("value").cast("decimal(38,12)")))]
+        grouping = ["key"]
+    else:
+        members = job_sql.decided_events(rows, job)
+        aggregates = [(n, F.expr(e)) for n, e in job.aggregates]
+        grouping = list(job.grouping)
+    built = sessions.build(full, members, policy, windows.scope_column(policy), grouping, aggregates, flush, state)
+    win = built.windows
+    if job.is_spec:
+        win = win.select("window_start", "window_end", "key", "partition", "count",
+                         F.col("sum").cast("double").alias("sum"), "emitted_at")
+    return windows.WindowResults(win, built.closed, built.steps, built.open)
+
+
 def _unsupported(policy: Policy) -> str | None:
     """Issue 48's features, which the model and the policy have and this engine does not yet: refused, not run as
     something else."""
-    if policy.sessions:
-        return "window.kind 'session'"
     if policy.source_punctuated:
         return "watermark.strategy 'source'"
     if policy.substream_by not in (None, "key"):
