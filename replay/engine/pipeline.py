@@ -195,7 +195,9 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
     it are not counted first. `continuing`: a live batch, or a replay from a checkpoint (`Outputs.state` is then
     the state after the rows, when asked for)."""
     policy, c = job.policy, continuing or Continuing()
-    unsupported = _unsupported(policy)
+    unsupported = _unsupported(policy) or (
+        policy.sessions and policy.idle_timeout is not None and not job.is_spec
+        and "idle_timeout with session windows in a user job")
     if unsupported:
         raise ValueError(f"policy: {unsupported} is not supported by this engine yet")
     state = c.state or State()
@@ -243,7 +245,12 @@ def _with_output_watermark(d: watermarks.Decided, policy: Policy, state: State, 
     if policy.idle_timeout is not None and policy.window is not None:
         decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(decided)
-        raised = idle.raises(decided, policy, _idle_before(state, scopes_before, policy)).persist()
+        if policy.sessions:  # which sessions are open depends on the raises before: one pass builds both
+            plain = watermarks.output_watermark(decided, policy, d.wp_start)
+            group = F.col("key") if policy.group_by_key else F.lit(None).cast("string")
+            raised = sessions.idle_raises(plain, policy, windows.scope_column(policy), group, state).persist()
+        else:
+            raised = idle.raises(decided, policy, _idle_before(state, scopes_before, policy)).persist()
         cached.append(raised)
         decided = decided.join(F.broadcast(raised), "seq", "left").fillna(NEG, ["raise"])
         raise_start = watermarks.raise_starts(raised, d.wp_start, scopes_before.get(windows.MERGED, ScopeState()).raised)

@@ -168,6 +168,7 @@ class Sessions:
         self.gap, self.lateness = gap, lateness
         self.starts: list[int] = []
         self.items: list[list] = []  # [start, end, members (mid, held) or None for a closed session from the state]
+        self.merged: tuple[list[int], int] = ([], 0)  # the last `add` that joined: the ends it removed, the new end
 
     def _insert(self, item: list) -> None:
         i = bisect.bisect_left(self.starts, item[0])
@@ -200,6 +201,7 @@ class Sessions:
         for x in touched:
             members = x[2] + members if len(x[2]) >= len(members) else members + x[2]
         merged = [min([t] + [x[0] for x in touched]), max([end] + [x[1] for x in touched]), members]
+        self.merged = ([x[1] for x in touched], merged[1])
         del self.starts[lo:hi], self.items[lo:hi]
         self._insert(merged)
         return []
@@ -208,3 +210,67 @@ class Sessions:
         for start, end, members in self.items:
             for mid, held in members or ():
                 yield mid, held, start, end
+
+
+def idle_raises(rows: DataFrame, policy: Policy, scope: Column, group: Column, state: State | None = None
+                ) -> DataFrame:
+    """(seq, raise): spec 6 with session windows: at a clock row with arrival a, the open sessions ending at e with
+    a >= max(e, the scope's latest event arrival) + idle_timeout close, raising the output watermark to e + allowed
+    lateness. Which sessions are open depends on the raises before, so one pass per output scope in seq order
+    builds its groups' sessions as `build` does. `rows`: the decided rows with their output watermark before any
+    raise (`output_watermark`), `group`: an event's group; `state`: the scopes' and sessions' state before."""
+    state = state or State()
+    slim = rows.select(scope.alias("scope"), "seq", "kind", "arrival", F.col("timestamp").alias("t"),
+                       F.col("output_watermark").alias("owm"), group.alias("gid"),
+                       F.lit(None).cast("long").alias("s0"), F.lit(None).cast("long").alias("s1"))
+    if state.windows is not None:
+        slim = slim.unionByName(state.windows.select(
+            "scope", F.lit(None).cast("long").alias("seq"),
+            F.when(F.col("session_closed"), F.lit("closed")).otherwise(F.lit("held")).alias("kind"),
+            F.lit(None).cast("long").alias("arrival"), F.lit(None).cast("long").alias("t"),
+            F.lit(None).cast("long").alias("owm"), group.alias("gid"),
+            F.col("session_start").alias("s0"), F.col("session_end").alias("s1")).distinct())
+    before = {s: (v.owm, v.last_event) for s, v in state.scopes.items()}
+    return slim.groupBy("scope").applyInPandas(_idle_pass(policy, before), "seq long, raise long")
+
+
+def _idle_pass(policy: Policy, before: dict[int, tuple[int, int | None]]):
+    gap, lateness, idle = policy.window.gap, policy.allowed_lateness, policy.idle_timeout
+
+    def run(pdf: pd.DataFrame) -> pd.DataFrame:
+        out_seq, out_raise = [], []
+        if len(pdf):
+            owm, last_event = before.get(int(pdf["scope"].iloc[0]), (NEG, None))
+            pdf = pdf.assign(_held=pdf["kind"].isin(["held", "closed"])).sort_values(
+                ["_held", "seq"], ascending=[False, True], kind="stable")
+            groups: dict = {}
+            ends: list[int] = []  # the ends of the scope's sessions, sorted (a merged-away session's end leaves)
+            for kind, seq, arrival, t, row_owm, gid, s0, s1 in zip(
+                    pdf["kind"], pdf["seq"], pdf["arrival"], pdf["t"], pdf["owm"], pdf["gid"], pdf["s0"], pdf["s1"]):
+                gid = None if pd.isna(gid) else gid
+                if kind in ("held", "closed"):
+                    group = groups.setdefault(gid, Sessions(gap, lateness))
+                    group.hold(0, HELD if kind == "held" else CLOSED, int(s0), int(s1))
+                    bisect.insort(ends, int(s1))
+                    continue
+                if kind == "event":
+                    last_event = int(arrival) if last_event is None else max(last_event, int(arrival))
+                    if not pd.isna(t) and t > NEG:
+                        group = groups.setdefault(gid, Sessions(gap, lateness))
+                        if not group.add(int(seq), int(t), owm):
+                            gone, made = group.merged
+                            for e in gone:
+                                ends.pop(bisect.bisect_left(ends, e))
+                            bisect.insort(ends, made)
+                elif kind == "clock" and last_event is not None and ends:
+                    limit = int(arrival) - idle
+                    if last_event <= limit:
+                        j = bisect.bisect_right(ends, limit)
+                        if j and ends[j - 1] + lateness > owm:
+                            out_seq.append(int(seq))
+                            out_raise.append(ends[j - 1] + lateness)
+                            owm = ends[j - 1] + lateness
+                owm = max(owm, int(row_owm))  # the output watermark after the row: before the next one
+        return pd.DataFrame({"seq": pd.Series(out_seq, dtype="int64"), "raise": pd.Series(out_raise, dtype="int64")})
+
+    return run
