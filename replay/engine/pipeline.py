@@ -406,7 +406,9 @@ def _empty(journal: DataFrame, state: State, materialize: Callable[[DataFrame], 
     if materialize is not None:  # kept like any other decisions (the runner writes them as the table)
         decisions = materialize(decisions)
     no_windows = _no_windows(journal)
-    if job is not None:
+    if job is not None and job.policy.sessions:
+        no_windows = _sessions(decisions, engine_rows(decisions), job, True, State()).windows
+    elif job is not None:
         no_windows = windows.job_windows(engine_rows(decisions), job_sql.decided_events(decisions, job),
                                          job.policy, job.grouping, job.aggregates, True).windows
     dead = _malformed(journal).persist(StorageLevel.MEMORY_AND_DISK)
