@@ -47,10 +47,11 @@ def watermarks(draw, features: bool = DRAW_ISSUE_48):
 
 
 @st.composite
-def windows(draw, features: bool = DRAW_ISSUE_48):
+def windows(draw, features: bool = DRAW_ISSUE_48, sessions: bool = False):
     """None, tumbling, or hopping with hop smaller or larger than size; sometimes an offset; with `features`,
-    also sessions."""
-    kind = draw(st.sampled_from([None, "tumbling", "hopping"] + (["session"] if features else [])))
+    also sessions; with `sessions`, session windows alone."""
+    kinds = ["session"] if sessions else [None, "tumbling", "hopping"] + (["session"] if features else [])
+    kind = draw(st.sampled_from(kinds))
     if kind is None:
         return None
     if kind == "session":
@@ -66,9 +67,10 @@ def windows(draw, features: bool = DRAW_ISSUE_48):
 
 
 @st.composite
-def policies(draw, features: bool = DRAW_ISSUE_48):
+def policies(draw, features: bool = DRAW_ISSUE_48, sessions: bool = False):
     """A valid policy dict with the spec's field names; some fields left out to exercise defaults. With `features`:
-    the source strategy, substreams over the payload field `device` and session windows."""
+    the source strategy, substreams over the payload field `device` and session windows; with `sessions`: always
+    a session window."""
     fields = {
         "early_arrival_tolerance": NULLABLE_TOLERANCES,
         "early_arrival_action": st.sampled_from(["drop", "adjust"]),
@@ -79,7 +81,7 @@ def policies(draw, features: bool = DRAW_ISSUE_48):
         "substream_by": st.sampled_from([None, "key"] + (["device"] if features else [])),
         "partitions": st.sampled_from(["merged", "independent"]),
         "watermark": watermarks(features),
-        "window": windows(features),
+        "window": windows(features, sessions),
         "timestamp_by": st.sampled_from(["event_time", "event_time", "arrival_time"]),
         "group_by_key": st.booleans(),
         "allowed_lateness": SMALL,
@@ -89,7 +91,9 @@ def policies(draw, features: bool = DRAW_ISSUE_48):
     policy = {}
     for name, strategy in fields.items():
         value = draw(strategy)
-        if draw(st.integers(0, 9)) > 0:  # 1 in 10: leave the field to its default
+        if name == "window" and sessions:
+            policy[name] = value
+        elif draw(st.integers(0, 9)) > 0:  # 1 in 10: leave the field to its default
             policy[name] = value
     if policy.get("watermark") is None:
         policy.pop("watermark", None)
