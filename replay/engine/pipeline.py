@@ -227,6 +227,10 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
         "partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
         _instant("wp").alias("watermark"), _instant("output_watermark").alias("output_watermark"),
     )
+    if c.keep_state and policy.sessions and still_open is not None:
+        # the next stretch reads these rows several times (sessions, bounds, idle): their plan would nest the
+        # state's plan as often, batch after batch; computed once here, it starts afresh
+        still_open = still_open.localCheckpoint(eager=True)
     after = _state_after(full, policy, d, state, scopes_before, raised, still_open) if c.keep_state else None
     decisions = _in_range(rows, since_seq)
     # the metrics count dead letters, which need no raw text: they skip the join with the journal
