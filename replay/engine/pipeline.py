@@ -9,7 +9,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from replay.engine import idle, job_sql, kernels, metrics, watermarks, windows
+from replay.engine import idle, job_sql, kernels, metrics, sessions, watermarks, windows
 from replay.engine.decisions import NEG, RECORDS, last_reason
 from replay.model.jobs import Job
 from replay.model.policy import Policy
@@ -214,9 +214,8 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
     it are not counted first. `continuing`: a live batch, or a replay from a checkpoint (`Outputs.state` is then
     the state after the rows, when asked for)."""
     policy, c = job.policy, continuing or Continuing()
-    unsupported = _unsupported(policy)
-    if unsupported:
-        raise ValueError(f"policy: {unsupported} is not supported by this engine yet")
+    if policy.sessions and policy.idle_timeout is not None and not job.is_spec:
+        raise ValueError("policy: idle_timeout with session windows in a user job is not supported by this engine yet")
     state = c.state or State()
     prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, substream_column(job))
     d = watermarks.decide(prepared.rows, policy, state, partitions, prepared.maxima, prepared.lying)
@@ -247,6 +246,10 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
         "partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
         _instant("wp").alias("watermark"), _instant("output_watermark").alias("output_watermark"),
     )
+    if c.keep_state and policy.sessions and still_open is not None:
+        # the next stretch reads these rows several times (sessions, bounds, idle): their plan would nest the
+        # state's plan as often, batch after batch; computed once here, it starts afresh
+        still_open = still_open.localCheckpoint(eager=True)
     after = _state_after(full, policy, d, state, scopes_before, raised, still_open) if c.keep_state else None
     decisions = _in_range(rows, since_seq)
     # the metrics count dead letters, which need no raw text: they skip the join with the journal
@@ -265,7 +268,12 @@ def _with_output_watermark(d: watermarks.Decided, policy: Policy, state: State, 
     if policy.idle_timeout is not None and policy.window is not None:
         decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(decided)
-        raised = idle.raises(decided, policy, _idle_before(state, scopes_before, policy)).persist()
+        if policy.sessions:  # which sessions are open depends on the raises before: one pass builds both
+            plain = watermarks.output_watermark(decided, policy, d.wp_start)
+            group = F.col("key") if policy.group_by_key else F.lit(None).cast("string")
+            raised = sessions.idle_raises(plain, policy, windows.scope_column(policy), group, state).persist()
+        else:
+            raised = idle.raises(decided, policy, _idle_before(state, scopes_before, policy)).persist()
         cached.append(raised)
         decided = decided.join(F.broadcast(raised), "seq", "left").fillna(NEG, ["raise"])
         raise_start = watermarks.raise_starts(raised, d.wp_start, scopes_before.get(windows.MERGED, ScopeState()).raised)
@@ -299,7 +307,9 @@ def _windows_and_dead(journal: DataFrame, rows: DataFrame, full: DataFrame, job:
     if policy.window is None:
         return _no_windows(journal), dropped.unionByName(malformed), None
     flushing = flush and policy.flush_at_end
-    if job.is_spec:  # the spec's shape: windows continue from a checkpoint's partial counts and sums
+    if policy.sessions:
+        w = _sessions(rows, full, job, flushing, state)
+    elif job.is_spec:  # the spec's shape: windows continue from a checkpoint's partial counts and sums
         w = windows.windows_and_closed(full, policy, flushing, state)
     else:
         w = windows.job_windows(full, job_sql.decided_events(rows, job), policy, job.grouping, job.aggregates,
@@ -312,12 +322,27 @@ def _windows_and_dead(journal: DataFrame, rows: DataFrame, full: DataFrame, job:
     return win, dropped.unionByName(closed).unionByName(malformed), w.open
 
 
-def _unsupported(policy: Policy) -> str | None:
-    """Session windows (issue 48), which the model and the policy have and this engine does not yet: refused, not
-    run as something else."""
-    if policy.sessions:
-        return "window.kind 'session'"
-    return None
+def _sessions(rows: DataFrame, full: DataFrame, job: Job, flush: bool, state: State) -> windows.WindowResults:
+    """Session windows (spec 5): the spec's count and sum per key, or a user job's aggregates per its groups."""
+    policy = job.policy
+    if job.is_spec:
+        members = full.where(F.col("timestamp").isNotNull() & (F.col("kind") == "event")).select(
+            "seq", "partition", "offset", F.timestamp_micros("timestamp").alias("timestamp"),
+            F.timestamp_micros("arrival").alias("arrival_time"),
+            (F.col("key") if policy.group_by_key else F.lit(None).cast("string")).alias("key"), "value")
+        # decimal sums are exact, so the result does not depend on how rows were partitioned
+        aggregates = [("count", F.count("*")), ("sum", F.sum(F.col("value").cast("decimal(38,12)")))]
+        grouping = ["key"]
+    else:
+        members = job_sql.decided_events(rows, job)
+        aggregates = [(n, F.expr(e)) for n, e in job.aggregates]
+        grouping = list(job.grouping)
+    built = sessions.build(full, members, policy, windows.scope_column(policy), grouping, aggregates, flush, state)
+    win = built.windows
+    if job.is_spec:
+        win = win.select("window_start", "window_end", "key", "partition", "count",
+                         F.col("sum").cast("double").alias("sum"), "emitted_at")
+    return windows.WindowResults(win, built.closed, built.steps, built.open)
 
 
 def _scopes(policy: Policy, partitions) -> list[int]:
@@ -403,7 +428,9 @@ def _empty(journal: DataFrame, state: State, materialize: Callable[[DataFrame], 
     if materialize is not None:  # kept like any other decisions (the runner writes them as the table)
         decisions = materialize(decisions)
     no_windows = _no_windows(journal)
-    if job is not None:
+    if job is not None and job.policy.sessions:
+        no_windows = _sessions(decisions, engine_rows(decisions), job, True, State()).windows
+    elif job is not None:
         no_windows = windows.job_windows(engine_rows(decisions), job_sql.decided_events(decisions, job),
                                          job.policy, job.grouping, job.aggregates, True).windows
     dead = _malformed(journal).persist(StorageLevel.MEMORY_AND_DISK)

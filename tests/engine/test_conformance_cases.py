@@ -36,15 +36,7 @@ def test_there_are_conformance_cases():
     assert len(CASES) >= 10
 
 
-def _issue_48(path: str) -> bool:
-    """A case of session windows (issue 48), which the engine refuses until it has them."""
-    case = _load(path)
-    return ((case.get("policy") or {}).get("window") or {}).get("kind") == "session"
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
-    strict=True, reason="issue 48: the engine does not have this feature yet")) if _issue_48(p) else p for p in CASES],
-    ids=[_stem(p) for p in CASES])
+@pytest.mark.parametrize("path", CASES, ids=[_stem(p) for p in CASES])
 def test_case_matches_expected(spark, path):
     case = _load(path)
     problems = diff(case["expected"], run_case(spark, copy.deepcopy(case)))

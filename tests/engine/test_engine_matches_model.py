@@ -38,6 +38,12 @@ def test_engine_matches_model(spark, policy, journal):
     _assert_engine_matches_model(spark, policy, journal)
 
 
+@_settings(10)
+@given(policy=policies(sessions=True), journal=journals())
+def test_engine_matches_model_with_session_windows(spark, policy, journal):
+    _assert_engine_matches_model(spark, policy, journal)
+
+
 @_settings(12)
 @given(policy=policies(), journal=journals(max_partitions=12))
 def test_engine_matches_model_across_chunks_of_many_partitions(spark, monkeypatch, policy, journal):

@@ -64,3 +64,14 @@ def test_replay_in_pieces_from_state_equals_one_replay(spark, policy, case):
     job = case_job({"policy": copy.deepcopy(policy), "journal": rows})  # substreams may name the payload's `device`
     assert _in_pieces(spark, job, rows, cuts) == _whole(spark, job, rows), json.dumps(
         {"policy": policy, "cuts": cuts, "journal": rows})
+
+
+@settings(max_examples=examples(6), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(policy=policies(sessions=True), case=journals_with_cuts())
+def test_session_windows_in_pieces_from_state_equal_one_replay(spark, policy, case):
+    """Open sessions, and the bounds of closed ones, carried in the state continue exactly."""
+    rows, cuts = case
+    job = case_job({"policy": copy.deepcopy(policy), "journal": rows})
+    assert _in_pieces(spark, job, rows, cuts) == _whole(spark, job, rows), json.dumps(
+        {"policy": policy, "cuts": cuts, "journal": rows})

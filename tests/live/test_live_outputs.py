@@ -183,3 +183,22 @@ def test_a_silent_partition_does_not_stall_output_and_the_replay_reproduces_it(s
     run(spark, batch, Job.spec(policy))
     stalled = store.read(spark, target_dir(batch, "production").table("windows")).where("emitted_at IS NOT NULL")
     assert stalled.count() == 0
+
+
+SESSIONS = Policy.from_dict({
+    "early_arrival_tolerance": "10s", "late_arrival_tolerance": "5s", "late_arrival_action": "accept",
+    "out_of_order_action": "accept", "window": {"kind": "session", "gap": "2s"}, "allowed_lateness": "1s",
+})
+
+
+@pytest.mark.parametrize("per_batch", [1, 4])
+def test_live_session_windows_equal_a_replay_of_the_live_journal(spark, short_landing, tmp_path, per_batch):
+    """Sessions open across micro-batches (of 1 and of 4 landing files) continue from the checkpoint exactly, and
+    late events touching sessions a batch closed are `window_closed` with that session's start, as in a replay."""
+    lake = str(tmp_path / "lake")
+    run_live(spark, short_landing, lake, per_batch, policy=SESSIONS)
+    run(spark, lake, Job.spec(SESSIONS), target="replayed")
+    store = default_store()
+    closed = store.read(spark, target_dir(lake, "replayed").table("dead_letters")).where("reason = 'window_closed'")
+    assert closed.count() > 0
+    assert target_hash(spark, target_dir(lake, "production")) == target_hash(spark, target_dir(lake, "replayed"))

@@ -5,8 +5,7 @@ equality edges of the spec (exactly L late, exactly at the watermark, window end
 
 Issue 48's features (punctuation rows sent by the source, the `source` strategy, substreams over the payload
 field `device`, session windows) are drawn only with `features=True`; the default is DRAW_ISSUE_48, on: every
-property test that draws from here (engine vs model, incremental) draws them too. Session windows are drawn only
-with DRAW_SESSIONS as well, off until the engine has them.
+property test that draws from here (engine vs model, incremental) draws them too.
 """
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 KEYS = ("a", "b", "c")
 DEVICES = ("d1", "d2", None)  # the payload field `device` of drawn events (null: a substream of its own)
 DRAW_ISSUE_48 = True
-DRAW_SESSIONS = False  # session windows: the engine refuses them yet
 
 TOLERANCES = st.sampled_from(["0s", "1s", "2s", "3s", "5s", "10s", "1m"])
 NULLABLE_TOLERANCES = st.one_of(st.none(), TOLERANCES)
@@ -48,10 +46,11 @@ def watermarks(draw, features: bool = DRAW_ISSUE_48):
 
 
 @st.composite
-def windows(draw, features: bool = DRAW_ISSUE_48, sessions: bool = DRAW_SESSIONS):
-    """None, tumbling, or hopping with hop smaller or larger than size; sometimes an offset; with `features` and
-    `sessions`, also sessions."""
-    kind = draw(st.sampled_from([None, "tumbling", "hopping"] + (["session"] if features and sessions else [])))
+def windows(draw, features: bool = DRAW_ISSUE_48, sessions: bool = False):
+    """None, tumbling, or hopping with hop smaller or larger than size; sometimes an offset; with `features`,
+    also sessions; with `sessions`, session windows alone."""
+    kinds = ["session"] if sessions else [None, "tumbling", "hopping"] + (["session"] if features else [])
+    kind = draw(st.sampled_from(kinds))
     if kind is None:
         return None
     if kind == "session":
@@ -67,9 +66,10 @@ def windows(draw, features: bool = DRAW_ISSUE_48, sessions: bool = DRAW_SESSIONS
 
 
 @st.composite
-def policies(draw, features: bool = DRAW_ISSUE_48):
+def policies(draw, features: bool = DRAW_ISSUE_48, sessions: bool = False):
     """A valid policy dict with the spec's field names; some fields left out to exercise defaults. With `features`:
-    the source strategy, substreams over the payload field `device` and session windows."""
+    the source strategy, substreams over the payload field `device` and session windows; with `sessions`: always
+    a session window."""
     fields = {
         "early_arrival_tolerance": NULLABLE_TOLERANCES,
         "early_arrival_action": st.sampled_from(["drop", "adjust"]),
@@ -80,7 +80,7 @@ def policies(draw, features: bool = DRAW_ISSUE_48):
         "substream_by": st.sampled_from([None, "key"] + (["device"] if features else [])),
         "partitions": st.sampled_from(["merged", "independent"]),
         "watermark": watermarks(features),
-        "window": windows(features),
+        "window": windows(features, sessions),
         "timestamp_by": st.sampled_from(["event_time", "event_time", "arrival_time"]),
         "group_by_key": st.booleans(),
         "allowed_lateness": SMALL,
@@ -90,7 +90,9 @@ def policies(draw, features: bool = DRAW_ISSUE_48):
     policy = {}
     for name, strategy in fields.items():
         value = draw(strategy)
-        if draw(st.integers(0, 9)) > 0:  # 1 in 10: leave the field to its default
+        if name == "window" and sessions:
+            policy[name] = value
+        elif draw(st.integers(0, 9)) > 0:  # 1 in 10: leave the field to its default
             policy[name] = value
     if policy.get("watermark") is None:
         policy.pop("watermark", None)
