@@ -104,7 +104,7 @@ def test_each_batch_lands_once_in_every_table_despite_crashes_between_table_comm
     _, lake = crashed_lake
     store = default_store()
     batches = None
-    for table in ("decisions", "dead_letters", "watermarks", "windows", "metrics", "checkpoints"):
+    for table in ("decisions", "dead_letters", "watermarks", "windows", "checkpoints"):
         path = target_dir(lake, "production").table(table)
         history = DeltaTable.forPath(spark, path).history().where("userMetadata IS NOT NULL").collect()
         per_batch = [json.loads(h["userMetadata"])["batch"] for h in history]
