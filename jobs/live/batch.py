@@ -212,7 +212,7 @@ class LiveStream:
         """Write what the batches since the last flush did not commit (`deferred`): every job's metrics, up to
         its checkpoint, and the lead's lag and diagnostics. Every `flush_every` batches, and when the stream
         stops; a follower's failure is reported and its metrics catch up at the next flush."""
-        self.unflushed = 0
+        held, self.unflushed, began = self.unflushed, 0, time.perf_counter()
         try:
             deferred.commit_metrics(self, self.lead)
             self.observed.commit(self)
@@ -223,6 +223,9 @@ class LiveStream:
                     print(f"{consumer.job.describe()}: metrics not written ({type(e).__name__}: "
                           f"{' '.join(str(e).split())[:300]}); written at the next flush", file=sys.stderr,
                           flush=True)
+            if held:
+                print(f"flush: metrics, lag and diagnostics of {held} batch(es) written in "
+                      f"{time.perf_counter() - began:.1f}s", file=sys.stderr, flush=True)
         finally:
             release_java_objects()
 
