@@ -3,8 +3,9 @@ Kafka topic; each micro-batch is journaled first, then decided by every job on t
 
 In named parts: `options` (what it reads, how it runs), `batch` (the micro-batch core and clock rows),
 `consumers` (the jobs on the source), `commit` (the commit protocol of one job's batch), `observe` (lag and
-diagnostics), `files` and `kafka` (the two sources), `query` (the streaming query and its heartbeats),
-`offsets` (what the journal held before a batch), `lag` and `diagnostics` (their tables).
+diagnostics), `deferred` (the metrics, lag and diagnostics written every few batches), `files` and `kafka` (the
+two sources), `query` (the streaming query and its heartbeats), `offsets` (what the journal held before a batch),
+`lag` and `diagnostics` (their tables).
 """
 from __future__ import annotations
 

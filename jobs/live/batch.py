@@ -3,7 +3,8 @@
 Per micro-batch, in order: (1) append its rows to the journal with new `seq` values, plus a clock row with the
 estimated arrival time for every partition of the source that has no new event (spec 4); (2) every job on the
 source decides the new rows from its own checkpoint and commits its outputs, then its checkpoint (`consumers`,
-`commit`); (3) the batch's processing lag and diagnostics (`observe`). A crash anywhere leaves the batch either in
+`commit`); (3) the batch's processing lag and diagnostics (`observe`), written with every job's metrics every few
+batches and when the stream stops (`deferred`). A crash anywhere leaves the batch either in
 the journal or not: on restart, rows journaled but not decided yet are decided first, and a commit already made
 for a batch is not made again. The journal is the truth; Spark's own checkpoint is only scratch. When no data
 arrives for a heartbeat interval, a heartbeat journals clock rows alone and decides them as a batch, so time
@@ -20,7 +21,7 @@ import time
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.live import diagnostics, lag, observe
+from jobs.live import deferred, diagnostics, lag, observe
 from jobs.live.commit import Batch, crash_point, persisted
 from jobs.live.consumers import Consumer
 from jobs.live.offsets import EarlierRows
@@ -80,6 +81,8 @@ class LiveStream:
         latest = self._latest_arrival()
         self.started_at = processing_time(options.clock, latest) if options.clock == "system" or latest else None
         self.watchdog = diagnostics.Watchdog(options.silent_after_us)
+        self.observed = deferred.Observations()  # lag and diagnostics rows until the next flush
+        self.unflushed = 0  # batches decided since the last flush
         self.idle_since = time.monotonic()  # when the last batch or heartbeat ended
         self.warned_behind = False  # the far-behind warning is printed once per run
         self._lock = threading.Lock()  # a heartbeat (driver thread) and a micro-batch (Spark's) never overlap
@@ -200,8 +203,32 @@ class LiveStream:
             self._followers_started = True
             for consumer in self.consumers[1:]:
                 consumer.follow(self, batch)
+        self.unflushed += 1
+        if self.unflushed >= self.options.flush_every:
+            self.flush()
         if self.options.on_batch is not None:
             self.options.on_batch(report)
+
+    def flush(self) -> None:
+        """Write what the batches since the last flush did not commit (`deferred`): every job's metrics, up to
+        its checkpoint, and the lead's lag and diagnostics. Every `flush_every` batches, and when the stream
+        stops; a follower's failure is reported and its metrics catch up at the next flush."""
+        held, self.unflushed, began = self.unflushed, 0, time.perf_counter()
+        try:
+            deferred.commit_metrics(self, self.lead)
+            self.observed.commit(self)
+            for consumer in self.consumers[1:]:
+                try:
+                    deferred.commit_metrics(self, consumer)
+                except Exception as e:  # noqa: BLE001 - one job's failure must not stop the source or the others
+                    print(f"{consumer.job.describe()}: metrics not written ({type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:300]}); written at the next flush", file=sys.stderr,
+                          flush=True)
+            if held:
+                print(f"flush: metrics, lag and diagnostics of {held} batch(es) written in "
+                      f"{time.perf_counter() - began:.1f}s", file=sys.stderr, flush=True)
+        finally:
+            release_java_objects()
 
     def _source_after(self, read: list[lag.PartitionRead], noted: str | None) -> tuple[dict, int]:
         """Last arrival, offset and seen-at time per partition after the batch, and the batch's processing time

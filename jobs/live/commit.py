@@ -1,5 +1,6 @@
 """The commit protocol of a live batch, the same for every job: decide the journal rows after the job's checkpoint,
-commit decisions, dead letters, watermarks, windows and metrics, then the checkpoint. Every commit is tagged with
+commit decisions, dead letters, watermarks and windows, then the checkpoint (the metrics follow every few batches:
+`deferred`). Every commit is tagged with
 the transaction (app `retrace-<target>-<table>`, the job's batch), so a batch retried after a crash lands once."""
 from __future__ import annotations
 
@@ -12,14 +13,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.live import diagnostics
-from replay.engine import metrics, pipeline as engine
+from replay.engine import pipeline as engine
 from replay.io import checkpoints
 from replay.io.checkpoints import Checkpoint, SourcePartition
 from replay.io.lake import Lake, TargetDir
 from replay.io.store import AppTransaction, Replace
 from replay.model.jobs import Job
 from replay.model.policy import policy_hash
-from replay.ops.run import hours_between, target_metrics
 
 WRITER = "replay stream"  # a commit's `writer`: which program wrote it
 
@@ -73,9 +73,6 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
         step.write(tables[name], name)
     # emitted windows are appended; the open ones (null emitted_at, what a flush would emit now) replaced
     step.write(tables["windows"], "windows", replace=Replace("emitted_at", batch.span["lo"], None, nulls=True))
-    before = lambda: live.earlier.last_events(journaled, cp.state.seq, batch.span["partitions"])  # noqa: E731
-    _commit_metrics(live, step, out, before)  # the batch's last output commit: it records the hours it wrote
-    crash_point(step.crash("metrics"))
     state = out.state.advanced(batch.span["hi"])
     made = Checkpoint(step.batch, state, batch.source if lead else {}, job.signature())
     versions = checkpoints.save(live.spark, step.where, made, live.store, metadata=step.metadata("checkpoints"))
@@ -110,12 +107,6 @@ class _Step:
                 "policy": policy_hash(self.job.policy), "seq_from": self.span["lo"], "seq_to": self.span["hi"] + 1,
                 "batch": self.batch, "run": f"live-batch-{self.batch}"}
 
-    def last_metadata(self) -> dict:
-        """The metrics commit's (the batch's last output): with the hours its rows arrived in, which the Dagster
-        sensor `retrace_outside_runs` reports as materializations, as it does a `replay run`'s."""
-        arrivals = self.span.get("arrivals")
-        return {**self.metadata("metrics"), "hours": hours_between(*arrivals) if arrivals else None}
-
     def write(self, df: DataFrame, name: str, **how) -> int | None:
         version = self.live.store.write(df, self.where.table(name), txn=self.txn(name), metadata=self.metadata(name),
                                         **how)
@@ -131,24 +122,6 @@ class _Step:
         if added is None:  # an earlier attempt committed the batch's decisions (or a rewrite of the table)
             added = store.read(spark, path).where(F.col("seq").between(self.span["lo"], self.span["hi"]))
         return added
-
-
-def _commit_metrics(live, step: _Step, out: engine.Outputs, last_events) -> None:
-    """Merge the metrics of the batch's rows into the table (`metrics.combine`), so a batch's cost does not
-    grow with the rows before it in the same hour. `last_events()`: each partition's last event before the
-    batch (`journal.last_events_before`). Tagged with the batch's transaction: a retried batch does not add
-    its rows twice."""
-    spark, store, path = live.spark, live.store, step.where.table("metrics")
-    table = store.read_current(spark, path) if store.exists(path) else None
-    if table is None or set(metrics.COLUMNS) - set(table.columns):  # none yet, or from an older Retrace
-        store.write(target_metrics(spark, store, step.where), path, mode="overwrite", txn=step.txn("metrics"),
-                    metadata=step.last_metadata())
-        return
-    tables = out.tables()
-    fresh = metrics.of_stretch(tables["decisions"], tables["dead_letters"], last_events())
-    # one file in (partition, hour) order, sorted where it is gathered (a global sort would sample first)
-    store.write(metrics.combine(table, fresh).coalesce(1).sortWithinPartitions("partition", "hour"), path,
-                mode="overwrite", txn=step.txn("metrics"), metadata=step.last_metadata())
 
 
 def _committed(live, where: TargetDir, cp: Checkpoint, versions: dict) -> Checkpoint:

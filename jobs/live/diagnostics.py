@@ -17,7 +17,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.live import options
-from jobs.live.lag import frame
 from replay.io.alerts import Alert, deliver
 from replay.model.durations import format_instant
 
@@ -103,10 +102,6 @@ def late_events(decisions: DataFrame, rows: DataFrame) -> LateEvents:
     found = late.agg(F.count("*").alias("n"), F.min_by(F.struct("event_time", "arrival_time", "partition", "offset"),
                                                         "seq").alias("sample")).first()
     return LateEvents(found["n"], found["sample"].asDict() if found["n"] else {})
-
-
-def table(spark, found: list[Diagnostic]) -> DataFrame:
-    return frame(spark, [d.row() for d in found], SCHEMA)
 
 
 def alert(d: Diagnostic) -> Alert:

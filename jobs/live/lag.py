@@ -37,8 +37,7 @@ def reads(rows: DataFrame) -> tuple[list[PartitionRead], dict]:
     """Per partition of the batch's journal rows: events, clock rows, bytes (of the whole landed line), latest
     event arrival and offset (of its records: events and punctuations), latest arrival of any row; and the batch's
     span (lo, hi, n, clocks, noted: the latest processing time its clock rows name; offsets: its records' least and
-    greatest offset; first_offsets, last_offsets: the same per partition; last_events: each partition's last
-    record, (seq, offset); partitions: those with records; arrivals: the least and greatest arrival of its rows).
+    greatest offset; first_offsets, last_offsets: the same per partition).
     One Spark job."""
     event, clock = F.col("kind") == "event", F.col("kind") == "clock"
     record = F.col("kind").isin("event", "punctuation")  # the broker's records: offsets are theirs
@@ -46,11 +45,10 @@ def reads(rows: DataFrame) -> tuple[list[PartitionRead], dict]:
         F.count(F.when(event, 1)).alias("events"), F.count(F.when(clock, 1)).alias("clocks"),
         F.sum(F.when(F.col("kind") != "clock", F.octet_length("payload"))).alias("bytes"),
         F.max(F.when(event, F.unix_micros("arrival_time"))).alias("arrival"),
-        F.max(F.unix_micros("arrival_time")).alias("latest"), F.min(F.unix_micros("arrival_time")).alias("earliest"),
+        F.max(F.unix_micros("arrival_time")).alias("latest"),
         F.max(F.when(record, F.col("offset"))).alias("offset"),
         F.min("seq").alias("lo"), F.max("seq").alias("hi"), F.count("*").alias("n"),
         F.min(F.when(record, F.col("offset"))).alias("low_offset"),
-        F.max(F.when(record, F.struct("seq", "offset"))).alias("last_event"),
         F.max(F.when(clock, F.get_json_object("payload", "$.processing_time"))).alias("noted")).collect()
     out = [PartitionRead(r["partition"], r["events"], r["clocks"], r["bytes"] or 0, r["arrival"], r["offset"],
                          r["latest"])
@@ -60,10 +58,7 @@ def reads(rows: DataFrame) -> tuple[list[PartitionRead], dict]:
             "noted": max((r["noted"] for r in per if r["noted"]), default=None),
             "offsets": _bounds([r["low_offset"] for r in per], [r["offset"] for r in per]),
             "first_offsets": {r["partition"]: r["low_offset"] for r in per if r["low_offset"] is not None},
-            "last_offsets": {r["partition"]: r["offset"] for r in per if r["offset"] is not None},
-            "last_events": {r["partition"]: tuple(r["last_event"]) for r in per if r["last_event"] is not None},
-            "partitions": sorted(r["partition"] for r in per if r["last_event"] is not None),
-            "arrivals": _bounds([r["earliest"] for r in per], [r["latest"] for r in per])}
+            "last_offsets": {r["partition"]: r["offset"] for r in per if r["offset"] is not None}}
     return out, span
 
 
@@ -93,10 +88,6 @@ def rows_of(report, read: list[PartitionRead], partitions: list[int], state: Sta
                     (latest - owm) / 1e6 if owm > NEG and latest is not None else None, report.seconds,
                     committed_at))
     return out
-
-
-def table(spark: SparkSession, rows: list[tuple]) -> DataFrame:
-    return frame(spark, rows, SCHEMA)
 
 
 def frame(spark: SparkSession, rows: list[tuple], schema: str) -> DataFrame:

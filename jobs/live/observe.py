@@ -8,32 +8,23 @@ import sys
 from jobs.live import diagnostics, lag
 from jobs.live.report import BatchReport
 from replay.io import secrets
-from replay.io.store import AppTransaction
-
-WRITER = "replay stream"
 
 
 def record(live, report: BatchReport, read: list[lag.PartitionRead], late: diagnostics.LateEvents | None, now: int,
            backlog: tuple[dict, str]) -> None:
-    """Append the batch's lag rows and diagnostics, once per batch (tagged with the lead's batch: a retried
-    batch is not recorded twice). `now`: the batch's processing time, which diagnostics judge by (the simulated
+    """Hold the batch's lag rows and diagnostics for the next flush (`deferred.Observations`), and alert the
+    diagnostics that start. `now`: the batch's processing time, which diagnostics judge by (the simulated
     clock gives data time); `backlog`: per partition (or under None for the whole source), and its unit."""
     lead, cp = live.lead, live.lead.cp
     last_arrival = {p: s.last_arrival for p, s in cp.source.items()}
     rows = lag.rows_of(report, read, live.source_partitions, cp.state, lead.job.policy.independent, last_arrival,
                        *backlog)
-    txn = lambda name: AppTransaction(f"retrace-{lead.where.target}-{name}", report.batch)  # noqa: E731
-    meta = {"writer": WRITER, "job": lead.job.name, "target": lead.where.target, "batch": report.batch}
-    live.store.write(lag.table(live.spark, rows), lead.where.table("lag"), txn=txn("lag"),
-                     metadata={**meta, "table": "lag"})
+    live.observed.add("lag", rows, report.batch)
     seen = {p: cp.source[p].seen_at if p in cp.source else live.started_at for p in live.source_partitions}
     found = live.watchdog.not_progressing(report.batch, now, seen, never={p for p in seen if p not in cp.source})
     if late is not None:
         found += live.watchdog.late_input(report.batch, now, late)
-    if not found:
-        return
-    live.store.write(diagnostics.table(live.spark, found), lead.where.table("diagnostics"), txn=txn("diagnostics"),
-                     metadata={**meta, "table": "diagnostics"})
+    live.observed.add("diagnostics", [d.row() for d in found], report.batch)
     for d in found:
         if d.started:
             print(f"diagnostic {d.kind}: {d.message}", file=sys.stderr, flush=True)

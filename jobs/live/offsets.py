@@ -1,8 +1,7 @@
 """What the journal held before a live batch, per partition, kept in memory by the live job: an upper bound on
-its event offsets, and its last event. A batch whose every offset lies above the bound repeats no earlier
-(partition, offset), so its duplicate check reads no history from the journal; and the metrics' backward
-offsets compare with the last events from here. Why: both read the journal's newest version, and rebuilding
-its state from the Delta log took about 1.8 s of a 26 s live batch in the crash tests' stream. Each is read
+its event offsets. A batch whose every offset lies above the bound repeats no earlier (partition, offset), so its
+duplicate check reads no history from the journal. Why: that reads the journal's newest version, and rebuilding
+its state from the Delta log took about 1.8 s of a 26 s live batch in the crash tests' stream. The bound is read
 from the journal once per process and then follows the batches.
 """
 from __future__ import annotations
@@ -12,7 +11,6 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from replay.io import journal
 
 
 @dataclass(frozen=True)
@@ -40,11 +38,9 @@ class Bound:
 
 @dataclass
 class _At:
-    """What is known of the journal up to one seq: the bound (None: not read yet) and last events by partition
-    ((seq, offset); None: it had no event)."""
+    """What is known of the journal up to one seq: the bound (None: not read yet)."""
 
     bound: Bound | None = None
-    last: dict[int, tuple[int, int] | None] = field(default_factory=dict)
 
 
 class EarlierRows:
@@ -69,23 +65,12 @@ class EarlierRows:
             return None
         return journaled.where(F.col("seq") <= seq).where(F.col("offset").between(*span["offsets"]))
 
-    def last_events(self, journaled: DataFrame, seq: int, partitions: list[int]) -> DataFrame:
-        """`partitions`' last events up to `seq`, as `journal.last_events_before(journaled, seq + 1, ...)`."""
-        at = self._get(seq)
-        missing = [p for p in partitions if p not in at.last]
-        if missing:
-            found = {p: (s, o) for p, s, o in journal.last_events(journaled, seq + 1, missing)}
-            at.last.update({p: found.get(p) for p in missing})
-        rows = [(p, *at.last[p]) for p in sorted(partitions) if at.last[p] is not None]
-        return journaled.sparkSession.createDataFrame(rows, journal.LAST_EVENTS)
-
     def advance(self, seq: int, to_seq: int, span: dict) -> None:
         """The batch of `span`, after `seq`, was decided: what is known at `seq` follows to `to_seq`."""
         at = self._at.get(seq)
         if at is None:
             return
-        self._keep(to_seq, _At(None if at.bound is None else at.bound.after(span["last_offsets"]),
-                               {**at.last, **span["last_events"]}))
+        self._keep(to_seq, _At(None if at.bound is None else at.bound.after(span["last_offsets"])))
 
     def _get(self, seq: int) -> _At:
         return self._at[seq] if seq in self._at else self._keep(seq, _At(Bound()) if seq < 0 else _At())

@@ -11,6 +11,9 @@ from replay.io.lake import check_target
 CLOCKS = ("system", "simulated")
 NEVER_SEEN_DELAY = 5.0  # seconds: a partition that never had a row is estimated at now - 5 s (ASA)
 SILENT_AFTER = 300.0  # seconds without an event before a partition is not progressing
+# a batch commits its outputs and checkpoint; the metrics (derivable) and lag and diagnostics (observations) are
+# written every so many batches and when the stream stops: about two Delta commits per batch fewer per table
+FLUSH_EVERY = 10
 
 
 @dataclass(frozen=True)
@@ -29,12 +32,13 @@ class LiveOptions:
     silent_after: float = SILENT_AFTER  # seconds: a partition with no event for this long is not progressing
     on_batch: Callable[[Any], None] | None = None  # called with each BatchReport (progress, benchmarks)
     on_diagnostic: Callable[[Any], None] | None = None  # called with each diagnostic that starts (alerts)
+    flush_every: int = FLUSH_EVERY  # batches between writes of the metrics, lag and diagnostics (and at the end)
 
     def __post_init__(self):
         check_target(self.target)
         if self.clock not in CLOCKS:
             raise ValueError(f"clock: {self.clock!r} is not one of {', '.join(CLOCKS)}")
-        at_least_one(max_batches=self.max_batches)
+        at_least_one(max_batches=self.max_batches, flush_every=self.flush_every)
         for name in ("heartbeat_seconds", "never_seen_delay", "silent_after"):
             v = getattr(self, name)
             if v is not None and v < 0:

@@ -14,7 +14,8 @@ from jobs.live.report import StreamSummary
 
 def run_query(stream, batches: DataFrame, began: float) -> StreamSummary:
     """Run until the input is drained (`until_idle`), `max_batches` were committed (heartbeats included), or
-    the process is stopped; `stream` is a LiveStream."""
+    the process is stopped; `stream` is a LiveStream. A query that ends flushes what its batches deferred; one
+    stopped by an error or a signal leaves the metrics to the next run and loses the lag and diagnostics held."""
     options = stream.options
     scratch = tempfile.mkdtemp(prefix="retrace-stream-")  # Spark's checkpoint: the journal is the real one
     writer = batches.writeStream.foreachBatch(stream.process).option("checkpointLocation", scratch)
@@ -29,6 +30,7 @@ def run_query(stream, batches: DataFrame, began: float) -> StreamSummary:
             elif beat and time.monotonic() - stream.idle_since >= beat and _idle(query):
                 stream.heartbeat(idle_for=beat)
         query.awaitTermination()
+        stream.flush()  # the metrics, lag and diagnostics of the batches since the last flush
     finally:
         if query.isActive:
             query.stop()

@@ -92,6 +92,7 @@ def _live(spark, landing: str, lake: str):
     for f in journal.landing_files(landing):
         if f not in journal.journaled_sources(spark, lake):
             live.process(read_lines(spark, landing, [f]))
+    live.flush()  # the metrics, as a stream that stops writes them
 
 
 def test_a_live_batch_quarantines_an_offset_an_earlier_batch_had_and_counts_it_backward(spark, tmp_path):

@@ -46,6 +46,7 @@ def test_a_partition_that_never_had_an_event_is_not_progressing_since_the_jobs_s
     live.process(_lines(spark, "part-0.jsonl", [0, 1], [START + timedelta(seconds=s) for s in range(0, 30, 5)]))
     live.process(_lines(spark, "part-1.jsonl", [0, 1], [START + timedelta(seconds=s) for s in range(100, 130, 5)],
                         first_offset=6))
+    live.flush()
     found = default_store().read(spark, target_dir(lake).table("diagnostics")).collect()
     [silent] = [d for d in found if d["kind"] == "partition_not_progressing"]
     assert silent["partition"] == 2 and silent["since"] is None  # it never had an event
@@ -66,6 +67,7 @@ def test_a_heartbeat_measures_the_watermark_delay_against_its_clock_rows(spark, 
     assert beat.trigger == "heartbeat" and beat.clock_rows == 2
     assert 0 <= beat.watermark_delay_s <= 1.0, beat
     assert "ahead" not in beat.line() and "watermark delay 1.0s" in beat.line()
+    live.flush()
     lag = default_store().read(spark, target_dir(lake).table("lag")).where(f"batch = {beat.batch}").collect()
     assert all(0 <= r["arrival_delay_s"] <= 1.0 for r in lag), lag
 
@@ -79,6 +81,7 @@ def test_the_simulated_clocks_processing_delay_is_measured_in_data_time(spark, t
     assert report.processing_time == (START + timedelta(seconds=27)).timestamp()  # the latest arrival
     # the watermark is the last event time, 0.5 s behind the latest arrival, not years behind the wall clock
     assert report.processing_delay_s == report.watermark_delay_s == 0.5
+    live.flush()
     [row] = default_store().read(spark, target_dir(lake).table("lag")).collect()
     assert row["processing_delay_s"] == 0.5
 

@@ -3,6 +3,7 @@ sizes, its outputs equal a replay of its own journal; a replay from a checkpoint
 from __future__ import annotations
 
 import gc
+import os
 
 import pytest
 from py4j.java_gateway import JavaObject
@@ -62,6 +63,7 @@ def run_live(spark, landing, lake, per_batch: int, policy=POLICY, clock="simulat
     files = journal.landing_files(landing)
     for i in range(0, len(files), per_batch):
         job.process(lines_of(spark, landing, files[i:i + per_batch]))
+    job.flush()  # the metrics, lag and diagnostics, as a stream that stops writes them
     return job
 
 
@@ -142,6 +144,17 @@ def test_live_metrics_merged_per_batch_equal_a_replays_bit_for_bit(spark, live_l
 
     assert rows("production") == rows("metrics")
     assert sum(r[2] for r in rows("production")) == 3000  # every event counted once (column `events`)
+
+
+def test_a_batch_commits_its_outputs_and_checkpoint_and_leaves_metrics_and_lag_to_the_flush(live_lake):
+    """Five batches, flushed once as they end: a Delta commit per batch to each output and checkpoint table, one
+    to the metrics (derivable) and the lag (observations), not one per batch (issue 46)."""
+    def commits(table: str) -> int:
+        log = os.path.join(target_dir(live_lake).table(table), "_delta_log")
+        return sum(1 for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit())
+
+    assert {t: commits(t) for t in ("decisions", "windows", "checkpoints", "metrics", "lag")} == {
+        "decisions": 5, "windows": 5, "checkpoints": 5, "metrics": 1, "lag": 1}
 
 
 def _write_jsonl(path, rows):

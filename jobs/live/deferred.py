@@ -1,0 +1,89 @@
+"""What a live batch does not commit itself (issue 46): a job's metrics, derivable from its decisions and dead
+letters, and the lead's lag and diagnostics, observations. Written every `flush_every` batches and when the
+stream stops, so a batch commits only the journal, its outputs and its checkpoint.
+
+The metrics table names the rows it covers (its commit's `seq_to`); a flush merges the metrics of the rows decided
+after them, up to the checkpoint, read back from the tables: a SIGKILL between flushes loses no metrics (the next
+run's first flush covers them) and counts none twice. Observations not written yet are lost with the process."""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from jobs.live import diagnostics, lag
+from jobs.live.commit import WRITER, crash_point
+from replay.engine import metrics
+from replay.io import journal
+from replay.io.lake import Lake
+from replay.io.store import AppTransaction, commit_metadata
+from replay.model.policy import policy_hash
+from replay.ops.run import arrival_hours
+
+OUTCOMES = ("decisions", "dead_letters")  # what the metrics are computed from
+
+
+def commit_metrics(live, consumer) -> None:
+    """Bring `consumer`'s metrics table up to its checkpoint: merge the metrics of the rows decided after those
+    the table covers (`metrics.combine`), or compute them over every decided row when the table covers none
+    (no table, one from an older Retrace, or one that does not say which rows it covers)."""
+    spark, store, where, cp = live.spark, live.store, consumer.where, consumer.cp
+    upto = cp.state.seq + 1  # rows of a batch decided but not checkpointed (a follower that failed) wait
+    path = where.table("metrics")
+    meta = commit_metadata(spark, path) if store.exists(path) else None
+    covered = meta.get("seq_to") if meta else None
+    table = store.read_current(spark, path) if isinstance(covered, int) else None
+    if table is not None and set(metrics.COLUMNS) - set(table.columns):
+        table = None
+    if table is not None and covered >= upto:
+        return
+    start = covered if table is not None else 0
+    if upto <= start:
+        return
+    decided = {n: store.read(spark, where.table(n)).where(F.col("seq").between(start, upto - 1)) for n in OUTCOMES}
+    if table is None:
+        merged = metrics.hourly(decided["decisions"], decided["dead_letters"])
+    else:
+        merged = metrics.combine(table, metrics.of_stretch(decided["decisions"], decided["dead_letters"],
+                                                           _last_events(live, decided["decisions"], start)))
+    # one file in (partition, hour) order, sorted where it is gathered (a global sort would sample first)
+    store.write(merged.coalesce(1).sortWithinPartitions("partition", "hour"), path, mode="overwrite",
+                metadata={"writer": WRITER, "job": consumer.job.name, "target": where.target, "table": "metrics",
+                          "policy": policy_hash(consumer.job.policy), "seq_from": start, "seq_to": upto,
+                          "batch": cp.batch, "run": f"live-batch-{cp.batch}",
+                          "hours": arrival_hours(decided["decisions"])})  # reported by retrace_outside_runs
+    crash_point(f"{consumer.job.name}:metrics")
+
+
+def _last_events(live, decisions: DataFrame, first: int) -> DataFrame:
+    """Each partition of the stretch's events: its last event before seq `first` (backward offsets compare to it)."""
+    partitions = sorted(r[0] for r in decisions.where(F.col("kind") == "event").select("partition").distinct()
+                        .collect())
+    return journal.last_events_before(live.store.read(live.spark, Lake(live.lake).journal), first, partitions)
+
+
+class Observations:
+    """The lead's lag and diagnostics rows not written yet (`observe.record` adds a batch's), kept as driver-side
+    tuples: no JVM object lives from one batch to the next."""
+
+    SCHEMAS = {"lag": lag.SCHEMA, "diagnostics": diagnostics.SCHEMA}
+
+    def __init__(self):
+        self.rows: dict[str, list[tuple]] = {t: [] for t in self.SCHEMAS}
+        self.batch: int | None = None  # the last batch whose rows are held
+
+    def add(self, table: str, rows: list[tuple], batch: int) -> None:
+        self.rows[table] += rows
+        self.batch = batch
+
+    def commit(self, live) -> None:
+        """Append each table's rows held, in one commit per table (tagged with the last batch held: written
+        once), and forget them."""
+        lead = live.lead
+        for table, schema in self.SCHEMAS.items():
+            held, self.rows[table] = self.rows[table], []
+            if not held:
+                continue
+            live.store.write(lag.frame(live.spark, held, schema).coalesce(1), lead.where.table(table),
+                             txn=AppTransaction(f"retrace-{lead.where.target}-{table}", self.batch),
+                             metadata={"writer": WRITER, "job": lead.job.name, "target": lead.where.target,
+                                       "batch": self.batch, "table": table})
