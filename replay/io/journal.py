@@ -351,12 +351,12 @@ def _read_raw(spark: SparkSession, landing: str, files: list[str], names: Source
     for group in _by_schema(root, by_format.get("parquet", [])):
         table = spark.read.parquet(*[spark_path(os.path.join(root, f)) for f in group])
         cols = set(table.columns)
-        fields = [(F.col(c).cast("string") if c in cols else F.lit(None).cast("string")).alias(f)
-                  for f, c in zip(FIELDS, names.columns())]
+        read = [*zip(FIELDS, names.columns()), *names.marks().items()]  # journal columns, then punctuation marks
+        fields = [(F.col(c).cast("string") if c in cols else F.lit(None).cast("string")).alias(f) for f, c in read]
         line = F.to_json(F.struct(*[F.col(f) for f in table.columns]))
-        parts.append(table.select(
+        parts.append(names.recognised(table.select(
             rel.alias("source"), (F.col("_metadata.row_index") + 1).alias("source_line"), line.alias("line"),
-            *fields))
+            *fields)))
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)

@@ -343,3 +343,43 @@ def test_an_ingested_punctuation_raises_the_watermark_above_the_events(punctuate
     last = punctuated["decisions"][-1]
     assert (last["action"], last["reasons"]) == ("adjusted", ["out_of_order"])
     assert last["timestamp"] == parse_instant("2024-01-01T00:00:30Z")
+
+
+def _kinds_and_times(spark, lake: str) -> list[tuple]:
+    rows = journal.read(spark, lake).orderBy("seq").select("kind", F.unix_micros("event_time").alias("t")).collect()
+    return [(r["kind"], r["t"]) for r in rows]
+
+
+PUNCTUATED_KINDS = [("event", parse_instant("2024-01-01T00:00:01Z")),
+                    ("punctuation", parse_instant("2024-01-01T00:00:30Z")), ("punctuation", None),
+                    ("event", parse_instant("2024-01-01T00:00:04Z"))]
+
+
+def test_a_declared_punctuation_in_a_parquet_landing_is_journaled_as_a_punctuation(spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    landing, lake = tmp_path / "landing", str(tmp_path / "lake")
+    landing.mkdir()
+    rows = [json.loads(line) for line in PUNCTUATED]
+    names = ["partition", "offset", "arrival_time", "event_time", "key", "value", "type", "wm"]
+    pq.write_table(pa.table({n: [r.get(n) for r in rows] for n in names}), landing / "part-00000.parquet")
+    ingest(spark, str(landing), lake, fields=journal.SourceFields(punctuation=("type", "watermark", "wm")))
+    assert _kinds_and_times(spark, lake) == PUNCTUATED_KINDS
+
+
+def test_a_declared_punctuation_in_lines_numbered_by_retrace_is_journaled_as_a_punctuation(spark, tmp_path):
+    """`offset: line`, `partition: zero`: the punctuation keeps its place among the events."""
+    from replay.model.sources import Origins
+
+    landing, lake = tmp_path / "landing", str(tmp_path / "lake")
+    landing.mkdir()
+    plain = [json.dumps({k: v for k, v in json.loads(line).items() if k not in ("partition", "offset")})
+             for line in PUNCTUATED]
+    (landing / "part-00000.jsonl").write_text("\n".join(plain) + "\n")
+    origins = Origins(partition="zero", offset="line", declared=True)
+    ingest(spark, str(landing), lake,
+           fields=journal.SourceFields(origins=origins, partitions=(0,), punctuation=("type", "watermark", "wm")))
+    assert _kinds_and_times(spark, lake) == PUNCTUATED_KINDS
+    offsets = [r["offset"] for r in journal.read(spark, lake).orderBy("seq").collect()]
+    assert offsets == [0, 1, 2, 3]
