@@ -106,3 +106,31 @@ def test_the_json_report_counts_windows_and_output_delay_of_both_sides(json_repo
     report = json.loads(json_reports[0])
     assert report["windows"]["compared"] >= report["windows"]["aggregates_differ"] > 0
     assert set(report["delay"]) == {"a", "b"} and report["delay"]["a"]["windows"] > 0
+
+
+def test_a_diff_of_session_windows_matches_sessions_by_their_bounds_and_times_each_emitted_one(
+        targets, tmp_path, spark):
+    """Gaps of 2 s and 30 s cut the same events into different sessions: a session is the same on both sides only
+    when its bounds are; each side's output delay covers its emitted sessions, the flushed ones apart."""
+    from replay.model.jobs import Job
+    from replay.model.policy import Policy
+    from replay.ops.diff import diff
+
+    for target, gap in (("short_sessions", "2s"), ("long_sessions", "30s")):
+        policy = tmp_path / f"{target}.yaml"
+        policy.write_text(yaml.safe_dump({"window": {"kind": "session", "gap": gap}}))
+        assert main(["run", "--lake", targets["lake"], "--policy", str(policy), "--target", target]) == 0
+    tables = {t: spark.read.format("delta").load(target_dir(targets["lake"], t).table("windows"))
+              for t in ("short_sessions", "long_sessions")}
+    sessions = {t: df.count() for t, df in tables.items()}
+    job = Job.spec(Policy.from_dict({"window": {"kind": "session", "gap": "2s"}}))
+    report = diff(spark, targets["lake"], job, "short_sessions", "long_sessions")
+    w = report.windows
+    both = w["compared"] - w["only_in_a"] - w["only_in_b"]
+    assert sessions["short_sessions"] > sessions["long_sessions"]
+    assert (w["only_in_a"] + both, w["only_in_b"] + both) == (sessions["short_sessions"], sessions["long_sessions"])
+    flushed = tables["short_sessions"].where(F.col("emitted_at").isNull()).count()
+    assert (report.delay["a"]["windows"], report.delay["a"]["flushed"]) == (sessions["short_sessions"] - flushed,
+                                                                            flushed)
+    assert report.delay["a"]["windows"] > 0 and report.delay["a"]["mean"] is not None
+    assert diff(spark, targets["lake"], job, "short_sessions", "short_sessions").identical
