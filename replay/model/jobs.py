@@ -136,7 +136,11 @@ class Job:
             raise JobError(f"job {name}: aggregates: {sorted(clash)[0]!r} is already a column of the windows")
         if transform is not None and not callable(transform):
             raise JobError(f"job {name}: transform: {transform!r} is not a function of a DataFrame")
-        return cls(name, policy, source, fields_, where, group, aggregates_, transform)
+        job = cls(name, policy, source, fields_, where, group, aggregates_, transform)
+        if policy.sessions and policy.idle_timeout is not None and not job.is_spec:
+            raise JobError(f"job {name}: policy.idle_timeout: with session windows it is supported for the spec's "
+                           "job shape only (no fields, where, group_by or transform; count and sum); leave it out")
+        return job
 
     @property
     def grouping(self) -> tuple[str, ...]:

@@ -92,7 +92,7 @@ def test_a_job_file_naming_a_missing_source_is_refused_naming_the_file(tmp_path)
 def test_a_source_declares_how_its_punctuations_are_recognised(tmp_path):
     (tmp_path / "sources.yaml").write_text(SOURCES + "  punctuation: {field: type, value: 1, time_field: wm}\n")
     source = load_folder(str(tmp_path)).sources["sensors"]
-    assert journal.SourceFields.of(source) == journal.SourceFields("ts", "device", ("type", "1", "wm"))
+    assert journal.SourceFields.of(source) == journal.SourceFields("ts", "device", punctuation=("type", "1", "wm"))
 
 
 def test_a_source_punctuation_without_its_time_field_is_refused_naming_the_file_and_field(tmp_path):
@@ -132,6 +132,13 @@ def test_the_spec_job_takes_substreams_over_key_or_a_payload_field_it_is_given()
 def test_a_job_with_session_windows_is_accepted():
     job = Job.define("visits", {"window": {"kind": "session", "gap": "5m"}})
     assert job.policy.sessions
+
+
+def test_a_user_job_with_session_windows_and_an_idle_timeout_is_refused_at_load_naming_the_field():
+    with pytest.raises(JobError, match=r"job visits: policy\.idle_timeout: with session windows it is supported "
+                                       r"for the spec's job shape only"):
+        Job.define("visits", {"window": {"kind": "session", "gap": "5m"}, "idle_timeout": "1m"},
+                   group_by=["key"], aggregates={"n": "count(*)"})
 
 
 @pytest.mark.parametrize("fields, aggregates, refused", [
