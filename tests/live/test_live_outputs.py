@@ -183,6 +183,7 @@ def test_a_silent_partition_does_not_stall_output_and_the_replay_reproduces_it(s
     job = file_stream(spark, live, policy, partitions=2)
     for f in journal.landing_files(str(landing)):
         job.process(lines_of(spark, str(landing), [f]))
+    job.flush()  # the metrics, as a stream that stops writes them
     store = default_store()
     clocks = journal.read(spark, live).where("kind = 'clock'")
     assert clocks.where("partition = 1").count() == 3
