@@ -214,8 +214,9 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
     it are not counted first. `continuing`: a live batch, or a replay from a checkpoint (`Outputs.state` is then
     the state after the rows, when asked for)."""
     policy, c = job.policy, continuing or Continuing()
-    if policy.sessions and policy.idle_timeout is not None and not job.is_spec:
-        raise ValueError("policy: idle_timeout with session windows in a user job is not supported by this engine yet")
+    if policy.sessions and policy.idle_timeout is not None and not job.windows_every_event_by_key:
+        raise ValueError(f"{job.describe()}: idle_timeout with session windows needs a job without where, group_by "
+                         "or transform (Job.define refuses it)")
     state = c.state or State()
     prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, substream_column(job))
     d = watermarks.decide(prepared.rows, policy, state, partitions, prepared.maxima, prepared.lying)

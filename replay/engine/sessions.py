@@ -103,8 +103,11 @@ def build(decisions: DataFrame, members: DataFrame, policy: Policy, scope: Colum
     still_open = in_sessions.where(F.col("emitted_at").isNull()).select(
         "scope", *columns, "session_start", "session_end", F.lit(False).alias("session_closed"))
     # every closed session's bounds stay in the state: a later event touching one is `window_closed`
-    ended = in_sessions.where(F.col("emitted_at").isNotNull()).groupBy(
-        "scope", "_gid", "session_start", "session_end").agg(*[F.first(g).alias(g) for g in grouping])
+    bound = ["scope", "_gid", "session_start", "session_end"]
+    done = in_sessions.where(F.col("emitted_at").isNotNull())
+    # a group's columns are the same on each of its rows (its _gid is made from them); no grouping: none to take
+    ended = (done.groupBy(*bound).agg(*[F.first(g).alias(g) for g in grouping]) if grouping
+             else done.select(*bound).distinct())
     bounds = ended.select("scope", *grouping, "session_start", "session_end", F.lit(True).alias("session_closed"))
     if held is not None:
         bounds = bounds.unionByName(held.where(F.col("session_closed")).select(

@@ -137,9 +137,9 @@ class Job:
         if transform is not None and not callable(transform):
             raise JobError(f"job {name}: transform: {transform!r} is not a function of a DataFrame")
         job = cls(name, policy, source, fields_, where, group, aggregates_, transform)
-        if policy.sessions and policy.idle_timeout is not None and not job.is_spec:
-            raise JobError(f"job {name}: policy.idle_timeout: with session windows it is supported for the spec's "
-                           "job shape only (no fields, where, group_by or transform; count and sum); leave it out")
+        if policy.sessions and policy.idle_timeout is not None and not job.windows_every_event_by_key:
+            raise JobError(f"job {name}: policy.idle_timeout: with session windows it is supported for jobs "
+                           "without where, group_by or transform; leave it out")
         return job
 
     @property
@@ -154,6 +154,12 @@ class Job:
         """The spec's job shape: its windows can continue from a checkpoint's partial counts and sums."""
         return (not self.fields and self.where is None and self.transform is None and self.group_by is None
                 and self.aggregates == SPEC_AGGREGATES)
+
+    @property
+    def windows_every_event_by_key(self) -> bool:
+        """No where, transform or group_by: the windows take every kept event, grouped as the spec's job's are (by
+        key, or not at all), whatever the fields and aggregates. The idle timeout's pass over sessions needs it."""
+        return self.where is None and self.transform is None and self.group_by is None
 
     @property
     def counting_aggregate(self) -> str | None:

@@ -136,9 +136,9 @@ def test_a_job_with_session_windows_is_accepted():
 
 def test_a_user_job_with_session_windows_and_an_idle_timeout_is_refused_at_load_naming_the_field():
     with pytest.raises(JobError, match=r"job visits: policy\.idle_timeout: with session windows it is supported "
-                                       r"for the spec's job shape only"):
+                                       r"for jobs without where, group_by or transform"):
         Job.define("visits", {"window": {"kind": "session", "gap": "5m"}, "idle_timeout": "1m"},
-                   group_by=["key"], aggregates={"n": "count(*)"})
+                   where="value > 0", aggregates={"n": "count(*)"})
 
 
 @pytest.mark.parametrize("fields, aggregates, refused", [
