@@ -92,7 +92,7 @@ def test_a_job_file_naming_a_missing_source_is_refused_naming_the_file(tmp_path)
 def test_a_source_declares_how_its_punctuations_are_recognised(tmp_path):
     (tmp_path / "sources.yaml").write_text(SOURCES + "  punctuation: {field: type, value: 1, time_field: wm}\n")
     source = load_folder(str(tmp_path)).sources["sensors"]
-    assert journal.SourceFields.of(source) == journal.SourceFields("ts", "device", ("type", "1", "wm"))
+    assert journal.SourceFields.of(source) == journal.SourceFields("ts", "device", punctuation=("type", "1", "wm"))
 
 
 def test_a_source_punctuation_without_its_time_field_is_refused_naming_the_file_and_field(tmp_path):
