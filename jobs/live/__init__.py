@@ -17,7 +17,7 @@ from jobs.live.options import FileSource, KafkaSource, LiveOptions
 from jobs.live.report import StreamSummary
 from replay.io import landing as landings
 from replay.io import lake_marker, locks
-from replay.io.journal import SourceFields
+from replay.io.journal import KAFKA_ONLY, SourceFields
 from replay.io.lake import Lake
 from replay.model.jobs import Job
 
@@ -31,6 +31,8 @@ def run_stream(spark: SparkSession, source: FileSource | KafkaSource, lake: str,
 
     topic = check_topic(spark, source) if isinstance(source, KafkaSource) else None  # a refused topic: lake untouched
     if isinstance(source, FileSource):
+        if fields is not None and fields.kafka.declared:
+            raise ValueError(KAFKA_ONLY)
         landings.check_apart(source.landing, lake)  # a lake inside its landing: refused before any lock is made
     with writer_locks(lake, jobs, options.target, "stream"):
         if topic is not None:

@@ -1,5 +1,6 @@
 """The live job over a Kafka topic: a micro-batch is Kafka records; partition, offset and arrival time (the
-broker's append time) come from Kafka, the rest from the JSON value, kept whole in `payload`. Exactly once: the
+broker's append time) come from Kafka, the rest from the JSON value, kept whole in `payload` (with the record's key
+and headers when the source declares `kafka: {key_as, headers_as}`). Exactly once: the
 journal is the record of what was read, so a run starts after the journal's highest offset per partition."""
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from replay.io import kafka_source as kafka
 from replay.model.jobs import Job
 
 RECORDS = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
+HEADERS = "headers array<struct<key: string, value: binary>>"  # read only for a source that keeps them
 
 
 class KafkaStream(LiveStream):
@@ -84,9 +86,10 @@ def run_kafka(spark: SparkSession, source: KafkaSource, info: kafka.TopicInfo, l
         raise ValueError(f"--partitions {options.partitions} differs from the {info.partitions} partitions of topic "
                          f"{source.topic}")
     stream = KafkaStream(spark, lake, jobs, source, replace(options, partitions=info.partitions), fields)
-    stream.process(spark.createDataFrame([], RECORDS))  # finish a crashed batch
+    headers = stream.fields.kafka.headers_as is not None
+    stream.process(spark.createDataFrame([], RECORDS + (f", {HEADERS}" if headers else "")))  # finish a crashed batch
     reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", source.bootstrap)
-              .option("subscribe", source.topic)
+              .option("subscribe", source.topic).option("includeHeaders", str(headers).lower())
               .option("startingOffsets", kafka.starting_offsets(source.topic, info.partitions, stream.offsets)))
     if source.max_records_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(source.max_records_per_batch))

@@ -21,7 +21,7 @@ from replay.io import lake_marker, locks, manifest
 from replay.io.lake import Lake, is_table
 from replay.io.paths import relative_name, spark_path
 from replay.io.store import TableStore, default_store
-from replay.model.sources import PLAIN_BATCH, Origins
+from replay.model.sources import PLAIN_BATCH, KafkaFields, Origins
 
 SCHEMA = (
     "seq long, partition int, offset long, kind string, arrival_time timestamp, event_time timestamp, "
@@ -31,6 +31,8 @@ FIELDS = ("partition", "offset", "arrival_time", "event_time", "key", "value")
 RAW = ", ".join(f"{f} string" for f in FIELDS)
 FORMATS = landings.FORMATS
 EMPTY = "empty"  # the kind of the one row that journals a landing file without lines
+KAFKA_ONLY = ("kafka: {key_as, headers_as} keeps a Kafka record's key and headers (`replay stream --kafka-bootstrap`); "
+              "landing files have neither: declare it only on a Kafka topic's source")
 
 
 @dataclass(frozen=True)
@@ -45,11 +47,13 @@ class SourceFields:
     # (field, value, time field): a record whose field holds the value is a punctuation the source sent, its time
     # in the time field (`Source.punctuation`); None: the source sends none
     punctuation: tuple[str, str, str] | None = None
+    kafka: KafkaFields = KafkaFields()  # the payload fields a Kafka record's key and headers are journaled as
 
     @classmethod
     def of(cls, source) -> "SourceFields":
         """A `replay.model.jobs.Source`'s fields and declarations."""
-        return cls(source.event_time_field, source.key_field, source.origins, source.partitions, source.punctuation)
+        return cls(source.event_time_field, source.key_field, source.origins, source.partitions, source.punctuation,
+                   source.kafka)
 
     def columns(self) -> tuple[str, ...]:
         """The landing field read for each of FIELDS."""
@@ -127,6 +131,8 @@ def admit(landing: str, lake: str, fields: SourceFields | None = None) -> None:
     """What an ingest checks before it creates anything: declarations a batch ingest can follow, a landing it can
     use, a lake that is one (a new lake gets its marker). The CLI calls it before it takes the journal's lock and
     starts Spark."""
+    if fields is not None and fields.kafka.declared:
+        raise ValueError(KAFKA_ONLY)
     if fields is not None and fields.origins.arrival == "observed":
         raise ValueError("arrival_time: observed is the live job's (`replay stream`): a batch ingest of files that "
                          "landed earlier takes file_modified or {field: NAME}")

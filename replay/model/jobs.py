@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from replay.model.policy import SUBSTREAM_COLUMNS, Policy, PolicyError, substream_error
-from replay.model.sources import Origins, SourceError
+from replay.model.sources import KafkaFields, Origins, SourceError, parse_kafka
 from replay.model.sources import parse as parse_origins
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # a job's name: also a folder name and a Dagster asset prefix
@@ -35,7 +35,7 @@ RESERVED = frozenset({
 })
 JOB_KEYS = {"name", "source", "policy", "fields", "where", "group_by", "aggregates"}
 SOURCE_KEYS = {"event_time_field", "key_field", "partitions", "punctuation", "description", "arrival_time",
-               "partition", "offset"}
+               "partition", "offset", "kafka"}
 PUNCTUATION_KEYS = {"field", "value", "time_field"}
 SOURCES_FILE = "sources.yaml"
 COUNTS = ("count(*)", "count(1)")  # an aggregate that counts a window's members
@@ -48,7 +48,8 @@ class JobError(ValueError):
 @dataclass(frozen=True)
 class Source:
     """One journal: which payload fields hold the event time and the key (`TIMESTAMP BY`, `OVER`), where its
-    partition, offset and arrival time come from (`origins`), and its partitions when declared."""
+    partition, offset and arrival time come from (`origins`), its partitions when declared, and (a Kafka topic)
+    which payload fields its records' keys and headers are kept as."""
 
     name: str = SPEC_JOB
     event_time_field: str = "event_time"
@@ -58,6 +59,7 @@ class Source:
     # how the source's own punctuations (StreamInsight adapter CTIs, watermark records) are recognised: a record
     # whose `field` holds `value` is a punctuation, its time in `time_field` (spec 4); None: the source sends none
     punctuation: tuple[str, str, str] | None = None
+    kafka: KafkaFields = KafkaFields()  # the payload fields a Kafka record's key and headers are kept as
 
     def __post_init__(self):
         for what in ("event_time_field", "key_field"):
@@ -337,7 +339,8 @@ def _load_sources(path: Path) -> dict[str, Source]:
         try:
             origins, partitions = parse_origins(spec, f"source {name}")
             out[name] = Source(name, spec.get("event_time_field", "event_time"), spec.get("key_field", "key"),
-                               partitions, origins, Source.punctuation_of(name, spec.get("punctuation")))
+                               partitions, origins, Source.punctuation_of(name, spec.get("punctuation")),
+                               parse_kafka(spec.get("kafka"), f"source {name}"))
         except (JobError, SourceError) as e:
             raise JobError(f"{path}: {e}") from None
     return out

@@ -8,6 +8,7 @@ a field into N partitions; `offset` is a field or the row's position in its part
 records the values used, so a replay never looks at a clock or a file system again. Without declarations a
 source reads the fields `partition`, `offset` and `arrival_time` of each line, as before, in a file whose first row
 has any of them; a plain file (its first row has none) is placed as PLAIN_BATCH (ingest) or PLAIN_LIVE says.
+A Kafka source may also keep each record's key and headers as payload fields (`kafka: {key_as, headers_as}`).
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ PARTITIONS = ("field", "file", "hash")
 OFFSETS = ("field", "line")
 DEFAULT_FILE_PATTERN = "{partition}/*"  # a sub-folder named N or NAME=N (Kafka Connect's `partition=N`)
 MAX_PARTITIONS = 1 << 16
+KAFKA_KEYS = ("headers_as", "key_as")
+DEAD_VALUE = "value_text"  # a Kafka dead letter's field for the record value (beside its key and headers)
 
 
 class SourceError(ValueError):
@@ -72,6 +75,39 @@ class Origins:
         if m is None and "/" in self.file_pattern and extra > 0:  # a pattern of folders matches the path's last parts
             m = _file_regex("*/" * extra + self.file_pattern).fullmatch(name)
         return int(m.group("partition")) if m else None
+
+
+@dataclass(frozen=True)
+class KafkaFields:
+    """The top-level payload fields a Kafka record's key and headers are journaled as (`kafka: {key_as, headers_as}`
+    in sources.yaml); None: not kept, and the payload is the record value alone, as before."""
+
+    key_as: str | None = None
+    headers_as: str | None = None
+
+    @property
+    def declared(self) -> bool:
+        return self.key_as is not None or self.headers_as is not None
+
+
+def parse_kafka(raw: Any, where: str) -> KafkaFields:
+    """A source's `kafka: {key_as: NAME, headers_as: NAME}` (either optional), checked; `where` starts any error."""
+    if raw is None:
+        return KafkaFields()
+    if not isinstance(raw, dict) or not raw:
+        raise SourceError(f"{where}: kafka: {raw!r} must be a mapping of key_as and/or headers_as, e.g. "
+                          "{key_as: kafka_key, headers_as: kafka_headers}")
+    unknown = sorted(set(raw) - set(KAFKA_KEYS))
+    if unknown:
+        raise SourceError(f"{where}: kafka: unknown field {unknown[0]!r}; known fields: {', '.join(KAFKA_KEYS)}")
+    names = {k: _field_name(v, where, f"kafka.{k}") for k, v in sorted(raw.items())}
+    if len(set(names.values())) < len(names):
+        raise SourceError(f"{where}: kafka: key_as and headers_as are both {names['key_as']!r}; give two names")
+    for k, v in names.items():
+        if v == DEAD_VALUE:
+            raise SourceError(f"{where}: kafka.{k}: {v!r} is the field a dead letter keeps the record value in; "
+                              "name it otherwise")
+    return KafkaFields(names.get("key_as"), names.get("headers_as"))
 
 
 # An undeclared source's plain file (its first row has none of the fields partition, offset, arrival_time): one

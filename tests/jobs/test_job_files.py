@@ -17,6 +17,7 @@ from replay.io.lake import OUTPUT_TABLES, Lake
 from replay.io.store import default_store
 from replay.model.jobs import Job, JobError, load_folder
 from replay.model.policy import Policy
+from replay.model.sources import KafkaFields
 from replay.ops.run import run
 from tests.support import ROOT, target_dir
 
@@ -99,6 +100,38 @@ def test_a_source_punctuation_without_its_time_field_is_refused_naming_the_file_
     (tmp_path / "sources.yaml").write_text(SOURCES + "  punctuation: {field: type, value: wm}\n")
     with pytest.raises(JobError, match=r"sources\.yaml: source sensors: punctuation: missing field 'time_field'"):
         load_folder(str(tmp_path))
+
+
+def test_a_kafka_source_declares_the_fields_its_record_keys_and_headers_are_kept_as(tmp_path):
+    (tmp_path / "sources.yaml").write_text(SOURCES + "  kafka: {key_as: kafka_key, headers_as: kafka_headers}\n"
+                                           "pumps:\n  kafka: {key_as: kafka_key}\nplain: {}\n")
+    sources = load_folder(str(tmp_path)).sources
+    kept = {name: journal.SourceFields.of(source).kafka for name, source in sources.items()}
+    assert kept == {"sensors": KafkaFields("kafka_key", "kafka_headers"), "pumps": KafkaFields("kafka_key"),
+                    "plain": KafkaFields()}
+    assert not kept["plain"].declared
+
+
+@pytest.mark.parametrize("declared, refusal", [
+    ("{key: kafka_key}", r"source sensors: kafka: unknown field 'key'; known fields: headers_as, key_as"),
+    ("{headers_as: meta.headers}", r"source sensors: kafka\.headers_as: 'meta\.headers' is not a top-level field"),
+    ("{key_as: k, headers_as: k}", r"source sensors: kafka: key_as and headers_as are both 'k'"),
+    ("{key_as: value_text}", r"source sensors: kafka\.key_as: 'value_text' is the field a dead letter keeps"),
+    ("kafka_key", r"source sensors: kafka: 'kafka_key' must be a mapping of key_as and/or headers_as"),
+])
+def test_a_bad_kafka_declaration_is_refused_in_one_line_naming_the_file_source_and_key(tmp_path, declared, refusal):
+    (tmp_path / "sources.yaml").write_text(SOURCES + f"  kafka: {declared}\n")
+    with pytest.raises(JobError, match=r"sources\.yaml: " + refusal) as refused:
+        load_folder(str(tmp_path))
+    assert "\n" not in str(refused.value)
+
+
+def test_a_landing_ingest_of_a_source_keeping_kafka_keys_is_refused_before_the_lake_is_made(tmp_path):
+    (tmp_path / "landing").mkdir()
+    fields = journal.SourceFields(kafka=KafkaFields("kafka_key"))
+    with pytest.raises(ValueError, match=r"kafka: \{key_as, headers_as\} keeps a Kafka record's key"):
+        journal.admit(str(tmp_path / "landing"), str(tmp_path / "lake"), fields)
+    assert not (tmp_path / "lake").exists()
 
 
 def test_a_job_may_take_its_substreams_over_one_of_its_fields():

@@ -203,6 +203,70 @@ def test_a_live_run_with_the_sources_punctuation_records_equals_a_replay_of_its_
     assert target_hash(spark, target_dir(lake, "production")) == target_hash(spark, target_dir(lake, "replayed"))
 
 
+def keyed_record(i: int) -> tuple[bytes | None, bytes, list[tuple[str, bytes]]]:
+    """Record i of the keyed topic: (key, value, headers). Keys user0-user2 (record 9 has none), a `tenant` header
+    (every 4th record has no headers; record 5 repeats `tag`, record 6 has a header not in UTF-8), record 13's value
+    not JSON."""
+    value = json.dumps({"event_time": f"2024-01-01T00:00:{i:02d}Z", "value": float(i)}).encode()
+    headers = [] if i % 4 == 0 else [("tenant", f"t{i % 2}".encode())]
+    headers += [("tag", b"a"), ("tag", b"b")] if i == 5 else [("raw", b"\xff\x00")] if i == 6 else []
+    return (None if i == 9 else f"user{i % 3}".encode()), (b"not json {" if i == 13 else value), headers
+
+
+def keyed_payload(i: int) -> dict:
+    """What the journal's payload of record i holds: the value, the key as `kafka_key`, the headers as
+    `kafka_headers` (a repeated name's values as a list; none: null); record 13 a dead letter's envelope."""
+    key, value, headers = keyed_record(i)
+    named: dict[str, list[str]] = {}
+    for name, v in headers:
+        named.setdefault(name, []).append("<2 bytes, not UTF-8, hex: ff00>" if v == b"\xff\x00" else v.decode())
+    named = {n: v[0] if len(v) == 1 else v for n, v in named.items()}
+    kept = {"kafka_key": key and key.decode(), "kafka_headers": named or None}
+    return {"value_text": value.decode(), **kept} if i == 13 else {**json.loads(value), **kept}
+
+
+def test_a_source_keeping_record_keys_and_headers_journals_them_and_its_jobs_read_them(spark, kafka_broker,
+                                                                                        tmp_path):
+    """20 records with keys and headers (some without either, a repeated header, a value that is not JSON) read by a
+    source that declares `kafka: {key_as: kafka_key, headers_as: kafka_headers}` and `key_field: kafka_key`: the
+    spec's job's windows are per Kafka key, a job grouping by a header's value reads it, and both jobs' live outputs
+    hash equal to a replay of the journal."""
+    from jobs.live import run_stream
+    from jobs.live.options import KafkaSource, LiveOptions
+    from replay.model.sources import KafkaFields
+
+    topic = kafka_broker.create_topic("keyed", partitions=2)
+    producer = kafka_broker.producer()
+    for i in range(20):
+        key, value, headers = keyed_record(i)
+        producer.send(topic, value=value, key=key, headers=headers, partition=i % 2)
+    producer.flush()
+    producer.close()
+    policy = Policy.from_dict({"late_arrival_tolerance": None, "window": {"kind": "tumbling", "size": "10s"}})
+    tenants = Job.define("tenants", policy, fields={"tenant": "payload:kafka_headers.tenant::string"},
+                         group_by=["tenant"], aggregates={"records": "count(*)"})
+    fields = journal.SourceFields(key="kafka_key", kafka=KafkaFields("kafka_key", "kafka_headers"))
+    lake = str(tmp_path / "lake")
+    run_stream(spark, KafkaSource(kafka_broker.bootstrap, topic), lake, [Job.spec(policy), tenants],
+               LiveOptions(until_idle=True, clock="simulated"), fields)
+    rows = {r["partition"] + 2 * r["offset"]: r for r in journal.read(spark, lake).collect()}
+    assert {i: json.loads(r["payload"]) for i, r in rows.items()} == {i: keyed_payload(i) for i in range(20)}
+    assert rows[0]["payload"] == keyed_record(0)[1].decode()[:-1] + ',"kafka_key":"user0","kafka_headers":null}'
+    assert [i for i, r in sorted(rows.items()) if r["kind"] == "malformed"] == [13]
+    assert all(r["key"] == keyed_payload(i)["kafka_key"] for i, r in rows.items() if i != 13)
+    store = default_store()
+    windows = store.read(spark, target_dir(lake, "production").table("windows"))
+    per_key = {r["key"]: r["n"] for r in windows.groupBy("key").agg(F.sum("count").alias("n")).collect()}
+    assert per_key == {"user0": 6, "user1": 6, "user2": 6, None: 1}  # record 9 has no key, 13 is a dead letter
+    by_tenant = store.read(spark, target_dir(lake, "production", job="tenants").table("windows"))
+    per_tenant = {r["tenant"]: r["n"] for r in by_tenant.groupBy("tenant").agg(F.sum("records").alias("n")).collect()}
+    assert per_tenant == {"t0": 5, "t1": 9, None: 5}
+    for job in (Job.spec(policy), tenants):
+        run(spark, lake, job, target="replayed")
+        assert (target_hash(spark, target_dir(lake, "production", job=job.name))
+                == target_hash(spark, target_dir(lake, "replayed", job=job.name)))
+
+
 def test_a_create_time_topic_is_refused_with_a_one_line_reason(spark, kafka_broker, tmp_path):
     topic = kafka_broker.create_topic("producer-clocks", timestamp_type="CreateTime")
     with pytest.raises(ValueError) as refused:
