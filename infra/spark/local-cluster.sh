@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A Spark standalone cluster on this machine, to try a replay on a real cluster: a master and two workers
 # (1 core, 1 GiB each) on 127.0.0.1, started with the Spark that pyspark ships (nothing to download).
-# It stays in the foreground; Ctrl-C (or SIGTERM) stops all of it. tests/test_cluster.py starts it too.
+# It stays in the foreground; Ctrl-C (or SIGTERM) stops all of it. tests/cli/test_standalone_cluster.py starts it too.
 #
 #   bash infra/spark/local-cluster.sh [DIR]    # DIR (default .retrace/cluster): logs and the workers' folders
 #

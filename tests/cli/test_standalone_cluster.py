@@ -1,9 +1,12 @@
 """A replay on a real Spark standalone cluster (a master and two 1-core workers on 127.0.0.1, started by
-infra/spark/local-cluster.sh from pyspark's own launcher) gives the same hash as the same replay in local mode.
+infra/spark/local-cluster.sh from pyspark's own launcher) of a lake on the tests' S3 server (an s3a:// lake: nothing
+shared between the driver and the executors but the store) gives the same hash as the same replay in local mode on a
+local lake.
 
-Kept short on 2 cores: 3,000 events; the cluster starts while the lake is made; only the cluster replay is a
-`replay run` subprocess (a driver of its own), and it runs while the local replay runs in this process, on the
-test session's Spark (2 shuffle partitions; the cluster replay has 4, as `replay run` has locally)."""
+Kept short on 2 cores: 3,000 events; the cluster starts while the lakes are made; only the cluster replay is a
+`replay run` subprocess (a driver of its own), and it runs while the local lake is journaled and replayed in this
+process, on the test session's Spark (2 shuffle partitions; the cluster replay has 4, as `replay run` has
+locally)."""
 from __future__ import annotations
 
 import json
@@ -21,6 +24,7 @@ from replay.cli import main as cli
 from replay.io.spark import SPARK_CONF
 from tests.support import ROOT
 from tests.support.kafka_broker import free_port
+from tests.support.s3_server import REGION
 
 POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")
 CLUSTER_SCRIPT = os.path.join(ROOT, "infra", "spark", "local-cluster.sh")
@@ -78,14 +82,29 @@ def standalone_cluster(tmp_path_factory):
         _stop_group(proc)
 
 
-def test_a_replay_on_a_standalone_cluster_has_the_same_hash_as_local_mode(standalone_cluster, spark, tmp_path,
-                                                                          capsys):
-    lake = _journaled_lake(tmp_path, capsys)
+@pytest.fixture
+def aws(s3_server, monkeypatch):
+    """The S3 server's AWS_* settings in the environment, as a user sets them (and the processes started see them)."""
+    for name in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    for name, value in {"AWS_ENDPOINT_URL": s3_server.endpoint, "AWS_REGION": REGION,
+                        "AWS_ACCESS_KEY_ID": s3_server.access_key,
+                        "AWS_SECRET_ACCESS_KEY": s3_server.secret_key}.items():
+        monkeypatch.setenv(name, value)
+    return s3_server
+
+
+def test_a_replay_on_a_standalone_cluster_of_an_s3_lake_has_the_same_hash_as_local_mode(standalone_cluster, aws,
+                                                                                        spark, tmp_path, capsys):
+    landing, s3_lake, local_lake = _landing(tmp_path, capsys), f"s3a://{aws.bucket}/lake", str(tmp_path / "lake")
+    _replay(capsys, "ingest", "--landing", landing, "--lake", s3_lake)
     standalone_cluster.wait_for_workers()
 
-    on_cluster = ClusterReplay.start(standalone_cluster, lake, "cluster", str(tmp_path))
-    try:  # meanwhile, the same replay in local mode
-        local = json.loads(_replay(capsys, "run", "--lake", lake, "--policy", POLICY_FILE, "--target", "local"))
+    on_cluster = ClusterReplay.start(standalone_cluster, s3_lake, "cluster", str(tmp_path))
+    try:  # meanwhile, the same replay in local mode on a local lake
+        _replay(capsys, "ingest", "--landing", landing, "--lake", local_lake)
+        local = json.loads(_replay(capsys, "run", "--lake", local_lake, "--policy", POLICY_FILE, "--target",
+                                   "local"))
         cluster_summary = on_cluster.summary()
     finally:
         on_cluster.stop()
@@ -94,8 +113,8 @@ def test_a_replay_on_a_standalone_cluster_has_the_same_hash_as_local_mode(standa
     _assert_tasks_ran_on_every_worker(standalone_cluster, app)
     assert cluster_summary["events"] == local["events"] == 3000
     assert cluster_summary["windows"] == local["windows"] > 0
-    assert _replay(capsys, "hash", "--lake", lake, "--target", "cluster") == \
-        _replay(capsys, "hash", "--lake", lake, "--target", "local")
+    assert _replay(capsys, "hash", "--lake", s3_lake, "--target", "cluster") == \
+        _replay(capsys, "hash", "--lake", local_lake, "--target", "local")
 
 
 def _replay(capsys, *args: str) -> str:
@@ -105,13 +124,12 @@ def _replay(capsys, *args: str) -> str:
     return capsys.readouterr().out
 
 
-def _journaled_lake(tmp_path, capsys) -> str:
-    """3,000 events on 4 partitions in 4 landing files, journaled (`replay generate`, `replay ingest`)."""
-    landing, lake = str(tmp_path / "landing"), str(tmp_path / "lake")
+def _landing(tmp_path, capsys) -> str:
+    """3,000 events on 4 partitions in 4 landing files (`replay generate`)."""
+    landing = str(tmp_path / "landing")
     _replay(capsys, "generate", "--out", landing, "--events", "3000", "--partitions", "4", "--files", "4",
             "--seed", "3")
-    _replay(capsys, "ingest", "--landing", landing, "--lake", lake)
-    return lake
+    return landing
 
 
 @dataclass

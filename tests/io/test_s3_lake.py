@@ -1,7 +1,8 @@
 """The lake on S3-compatible object storage (issue 47, items 3 and 4), on the tests' real S3 server (S3Proxy,
 tests/support/s3_server.py), configured as a user would: AWS_ENDPOINT_URL, AWS_REGION and the keys in the environment.
 
-One small landing is ingested and replayed into an s3a:// lake and into a local one, once for the module; one writer
+One small landing is ingested and replayed into an s3a:// lake and into a local one, once for the module, and streamed
+by the live job into another s3a:// lake; one writer
 at a time is a lease the server arbitrates with conditional puts (replay.io.leases), tried by real processes.
 """
 from __future__ import annotations
@@ -10,11 +11,11 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 
 import pytest
 
-from replay.io import lake_fs, lake_marker, leases, locks
-from replay.io.journal import ingest
+from replay.io import journal, lake_fs, lake_marker, leases, locks
 from replay.io.lake import Lake
 from replay.model.jobs import Job
 from replay.model.policy import Policy
@@ -24,6 +25,7 @@ from replay.ops.hashing import target_hash
 from replay.ops.run import run
 from replay.ops.verify import verify
 from tests.support import POLICY_FILE, ROOT, target_dir
+from tests.support.live import stream_files
 from tests.support.s3_server import REGION
 
 
@@ -42,15 +44,20 @@ def aws(s3_server):
 
 
 @pytest.fixture(scope="module")
-def lakes(spark, aws, tmp_path_factory):
+def landing(tmp_path_factory):
+    """400 events on 2 partitions in 3 local landing files."""
+    folder = str(tmp_path_factory.mktemp("s3landing"))
+    generate(folder, StreamSpec(400, partitions=2, keys=10, files=3, seed=3))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def lakes(spark, aws, landing, tmp_path_factory):
     """(s3a lake, local lake): the same 400 events ingested and replayed by the spec's job into each."""
-    folder = tmp_path_factory.mktemp("s3lake")
-    landing = str(folder / "landing")
-    generate(landing, StreamSpec(400, partitions=2, keys=10, files=2, seed=3))
     job = Job.spec(Policy.from_yaml(POLICY_FILE))
-    pair = (f"s3a://{aws.bucket}/lakes/one", str(folder / "lake"))
+    pair = (f"s3a://{aws.bucket}/lakes/one", str(tmp_path_factory.mktemp("s3lake") / "lake"))
     for lake in pair:
-        ingest(spark, landing, lake)
+        journal.ingest(spark, landing, lake)
         run(spark, lake, job)
     return pair
 
@@ -91,6 +98,33 @@ def test_a_prefix_holding_other_objects_and_no_marker_is_refused_as_a_lake_namin
 def _replay(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "replay.cli", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
+
+
+def test_a_live_run_on_an_s3_lake_hashes_as_a_replay_on_a_local_lake_and_gives_its_leases_back(spark, landing, lakes,
+                                                                                               aws, monkeypatch):
+    """Three micro-batches of one landing file each, under leases shorter than the run (renewed while it runs). The
+    landing declares partitions, offsets and arrivals, so the live journal is the local lake's ingested one."""
+    monkeypatch.setenv(leases.LEASE_SECONDS, "3")
+    lake, prefix = f"s3a://{aws.bucket}/lakes/live", "lakes/live/"
+    policy = Policy.from_yaml(POLICY_FILE)
+    held = []
+
+    def leased(_):  # after each batch: the leases in the lake, and whether each is renewed (not expired)
+        found = sorted(k for k in keys(aws, prefix) if k.endswith(".lock"))
+        held.append([(k, _unexpired(aws, k)) for k in found])
+
+    summary = stream_files(spark, landing, lake, policy, max_files_per_batch=1, until_idle=True, clock="simulated",
+                           partitions=2, on_batch=leased)
+    assert (summary.batches, summary.rows) == (3, 400)
+    assert held == [[(f"{prefix}jobs/default/outputs/production.lock", True), (f"{prefix}journal.lock", True)]] * 3
+    assert not [k for k in keys(aws, prefix) if k.endswith(".lock")]
+    assert target_hash(spark, target_dir(lake)) == target_hash(spark, target_dir(lakes[1]))
+
+
+def _unexpired(server, key: str) -> bool:
+    lease = json.loads(server.client().get_object(Bucket=server.bucket, Key=key)["Body"].read())
+    return datetime.strptime(lease["expires"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) > \
+        datetime.now(timezone.utc)
 
 
 def test_a_second_writer_of_an_s3_lake_is_refused_in_one_line_naming_the_first(lakes):
