@@ -525,8 +525,9 @@ def _checkpoint_files(fs, log: str, names: list[str]) -> tuple[int, dict]:
     live = {}
     for name in sorted(n for n in parts if int(n[:20]) == version):
         found = fs.read(os.path.join(log, name))
-        table = pq.read_table(pa.BufferReader(found[0]), columns=["add"]) if found else None
-        for row in table.column("add").to_pylist() if table is not None else []:
+        if not found:
+            continue  # gone since it was listed (a log clean-up)
+        for row in pq.read_table(pa.BufferReader(found[0]), columns=["add"]).column("add").to_pylist():
             if row is not None:
                 live[row["path"]] = row.get("stats")
     return version, live
