@@ -59,9 +59,12 @@ def _key(row: dict):
 
 @pytest.mark.parametrize("name", sorted(CATALOG.jobs))
 def test_example_job_matches_the_model(spark, name):
-    job = CATALOG.job(name)
+    _matches_the_model_on_drawn_journals(spark, CATALOG.job(name), examples(6))
 
-    @settings(max_examples=examples(6), deadline=None, derandomize=True, phases=[Phase.generate],
+
+def _matches_the_model_on_drawn_journals(spark, job, how_many: int) -> None:
+    """The engine's windows and dead letters equal the model's for `how_many` drawn journals."""
+    @settings(max_examples=how_many, deadline=None, derandomize=True, phases=[Phase.generate],
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
     @given(rows=sensor_journals())
     def check(rows):
@@ -94,16 +97,4 @@ def test_example_job_with_field_substreams_or_source_punctuations_matches_the_mo
     job = CATALOG.job("device_minute")
     policy = Policy.from_dict({**job.policy.to_dict(), **VARIANTS[variant]},
                               fields=SUBSTREAM_COLUMNS + tuple(n for n, _ in job.fields))
-    job = dataclasses.replace(job, policy=policy)
-
-    @settings(max_examples=examples(3), deadline=None, derandomize=True, phases=[Phase.generate],
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-    @given(rows=sensor_journals())
-    def check(rows):
-        expected = run_job_model(job, json.loads(json.dumps(rows)))
-        windows, letters = spark_outputs(spark, job, rows)
-        assert sorted(map(_key, windows)) == sorted(map(_key, expected["windows"])), json.dumps(rows)
-        want = sorted((d["seq"], d["reason"], d["window_start"]) for d in expected["dead_letters"])
-        assert letters == want, json.dumps(rows)
-
-    check()
+    _matches_the_model_on_drawn_journals(spark, dataclasses.replace(job, policy=policy), examples(3))
