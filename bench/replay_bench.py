@@ -106,6 +106,19 @@ def peak_rss_mib() -> dict:
     return {k: round(v) for k, v in out.items()}
 
 
+def folder_bytes(folder: str) -> int:
+    """The bytes of every file under `folder` (a Delta table's data files and its log)."""
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
+
+
+def target_bytes(lake: str, job: str = "default") -> dict[str, int]:
+    """The bytes of each table of a job's production target, written once by the replay (no older files)."""
+    from replay.io.lake import OUTPUT_TABLES, Lake
+
+    where = Lake(lake).target(job, "production")
+    return {t: folder_bytes(where.table(t)) for t in OUTPUT_TABLES}
+
+
 def scan_step(spark, lake: str) -> tuple[float, int]:
     """Read every column of the journal (its current version); the warm (second) time, and the row count."""
     df = spark.read.format("delta").load(os.path.join(lake, "journal"))
@@ -206,6 +219,10 @@ def main(argv=None) -> dict:
         print(f"structured streaming {rate(n, ss['seconds'])}  ({ss['batches']} batches of <= "
               f"{args.files_per_batch} files; its {ss['windows']:,} windows cover "
               f"{ss['events_in_windows']:,} of {n:,} events)", flush=True)
+        journal_bytes, tables = folder_bytes(os.path.join(lake, "journal")), target_bytes(lake)
+        print(f"production target    {sum(tables.values()) / 2**20:8.1f} MiB  ("
+              + ", ".join(f"{t} {b / 2**20:,.1f}" for t, b in tables.items())
+              + f"), journal {journal_bytes / 2**20:,.1f} MiB", flush=True)
         later_s = later_ingest_step(spark, work, landing, lake, args)
         print(f"later ingest         {rate(LATER, later_s)}  (one more file into the journal of {n:,} events)",
               flush=True)
@@ -220,6 +237,8 @@ def main(argv=None) -> dict:
             "ss_events_in_windows": ss["events_in_windows"], "ss_windows": ss["windows"], "ss_batches": ss["batches"],
             "journal_rows": journal_rows, "partitions": args.partitions, "keys": args.keys, "files": args.files,
             "files_per_batch": args.files_per_batch, "format": args.format, "peak_rss_mib": peak_rss_mib(),
+            "journal_bytes": journal_bytes, "target_bytes": tables,
+            "target_over_journal_bytes": round(sum(tables.values()) / journal_bytes, 3),
         }
         if job_s is not None:
             result.update({"job": job_name, "job_replay_s": round(job_s, 3),
@@ -231,6 +250,7 @@ def main(argv=None) -> dict:
         print(f"replay / structured streaming {result['replay_over_structured_streaming']:.2f}x the time")
         if job_s is not None:
             print(f"job {job_name} / structured streaming {result['job_over_structured_streaming']:.2f}x the time")
+        print(f"production target / journal   {result['target_over_journal_bytes']:.2f}x the bytes")
         print(f"peak RSS of the driver (MiB)  {result['peak_rss_mib']}")
         print(json.dumps(result), flush=True)
         return result

@@ -19,8 +19,9 @@ def parser(commands: dict[str, Callable]) -> argparse.ArgumentParser:
     p.add_argument("--version", action=_Version, help="print the versions of Retrace and what it runs on, and exit")
     sub = p.add_subparsers(dest="command", required=True)
     for name, add in (("generate", _generate), ("ingest", _ingest), ("run", _run), ("stream", _stream),
-                      ("hash", _hash), ("show", _show), ("verify", _verify), ("diff", _diff), ("advise", _advise),
-                      ("maintain", _maintain), ("migrate", _migrate), ("demo", _demo), ("doctor", _doctor)):
+                      ("hash", _hash), ("show", _show), ("explain", _explain), ("verify", _verify), ("diff", _diff),
+                      ("advise", _advise), ("maintain", _maintain), ("migrate", _migrate), ("demo", _demo),
+                      ("doctor", _doctor)):
         add(sub).set_defaults(fn=commands[name])
     for command in sub.choices.values():
         command.add_argument("-v", "--verbose", action="store_true",
@@ -226,6 +227,22 @@ def _show(sub) -> argparse.ArgumentParser:
     s.add_argument("--limit", type=_positive, default=20, help="print at most this many rows (default 20)")
     s.add_argument("--json", action="store_true", help="print one JSON object per row instead of a table")
     return s
+
+
+def _explain(sub) -> argparse.ArgumentParser:
+    e = sub.add_parser("explain", help="a window of a job: the events in it, and the events whose time lies in it "
+                                       "that it does not hold, with the reason")
+    _lake(e)
+    _job_of_tables(e)
+    _target(e, "the target to read")
+    e.add_argument("--window", required=True, metavar="ISO", help="the window's start, e.g. 2024-01-01T00:01:00Z")
+    e.add_argument("--key", help="the window of this key (the spec's job, or a job grouped by key)")
+    e.add_argument("--group", action="append", default=[], metavar="COLUMN=VALUE",
+                   help="the window of this value of a group_by column (repeat for each)")
+    e.add_argument("--partition", type=int, help="the window of this partition (windows per partition)")
+    e.add_argument("--limit", type=_positive, default=50, help="print at most this many events of each kind")
+    e.add_argument("--json", action="store_true", help="print one JSON object")
+    return e
 
 
 def _verify(sub) -> argparse.ArgumentParser:

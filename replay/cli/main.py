@@ -235,6 +235,23 @@ def cmd_show(a) -> int:
     return 0
 
 
+def cmd_explain(a) -> int:
+    from replay.io.lake import check_target
+    from replay.ops.explain import Question, explain
+
+    job = _job_of_tables(a)  # bad input fails here, before Spark starts
+    check_target(a.target)
+    groups = [("key", a.key)] if a.key is not None else []
+    for given in a.group:
+        column, sep, value = given.partition("=")
+        if not sep or not column:
+            raise ValueError(f"--group {given!r}: give COLUMN=VALUE, e.g. --group device=d-7")
+        groups.append((column, value))
+    found = explain(_spark(), a.lake, job, a.target, Question(a.window, tuple(groups), a.partition, a.limit))
+    print(json.dumps(found.as_dict(), default=str) if a.json else found.text())
+    return 0
+
+
 def cmd_verify(a) -> int:
     from replay.io.lake import check_target
     from replay.ops.verify import verify
@@ -322,8 +339,8 @@ def cmd_demo(a) -> int:
 
 
 COMMANDS = {"generate": cmd_generate, "ingest": cmd_ingest, "run": cmd_run, "stream": cmd_stream, "hash": cmd_hash,
-            "show": cmd_show, "verify": cmd_verify, "diff": cmd_diff, "advise": cmd_advise, "maintain": cmd_maintain,
-            "migrate": cmd_migrate, "demo": cmd_demo, "doctor": cmd_doctor}
+            "show": cmd_show, "explain": cmd_explain, "verify": cmd_verify, "diff": cmd_diff, "advise": cmd_advise,
+            "maintain": cmd_maintain, "migrate": cmd_migrate, "demo": cmd_demo, "doctor": cmd_doctor}
 
 
 def _say_error(command: str, line: str) -> None:
