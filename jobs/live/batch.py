@@ -210,22 +210,22 @@ class LiveStream:
             self.options.on_batch(report)
 
     def flush(self) -> None:
-        """Write what the batches since the last flush did not commit (`deferred`): every job's metrics, up to
-        its checkpoint, and the lead's lag and diagnostics. Every `flush_every` batches, and when the stream
-        stops; a follower's failure is reported and its metrics catch up at the next flush."""
+        """Write what the batches since the last flush did not commit (`deferred`): every job's metrics and
+        watermark timeline, up to its checkpoint, and the lead's lag and diagnostics. Every `flush_every` batches,
+        and when the stream stops; a follower's failure is reported and its tables catch up at the next flush."""
         held, self.unflushed, began = self.unflushed, 0, time.perf_counter()
         try:
-            deferred.commit_metrics(self, self.lead)
+            deferred.commit_derived(self, self.lead)
             self.observed.commit(self)
             for consumer in self.consumers[1:]:
                 try:
-                    deferred.commit_metrics(self, consumer)
+                    deferred.commit_derived(self, consumer)
                 except Exception as e:  # noqa: BLE001 - one job's failure must not stop the source or the others
-                    print(f"{consumer.job.describe()}: metrics not written ({type(e).__name__}: "
+                    print(f"{consumer.job.describe()}: metrics and watermarks not written ({type(e).__name__}: "
                           f"{' '.join(str(e).split())[:300]}); written at the next flush", file=sys.stderr,
                           flush=True)
             if held:
-                print(f"flush: metrics, lag and diagnostics of {held} batch(es) written in "
+                print(f"flush: metrics, watermarks, lag and diagnostics of {held} batch(es) written in "
                       f"{time.perf_counter() - began:.1f}s", file=sys.stderr, flush=True)
         finally:
             release_java_objects()

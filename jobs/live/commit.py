@@ -1,6 +1,6 @@
 """The commit protocol of a live batch, the same for every job: decide the journal rows after the job's checkpoint,
-commit decisions, dead letters, watermarks and windows, then the checkpoint (the metrics follow every few batches:
-`deferred`). Every commit is tagged with
+commit decisions, dead letters and windows, then the checkpoint (the metrics and the watermark timeline follow every
+few batches: `deferred`). Every commit is tagged with
 the transaction (app `retrace-<target>-<table>`, the job's batch), so a batch retried after a crash lands once."""
 from __future__ import annotations
 
@@ -69,8 +69,7 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
                         materialize=step.committed_decisions, continuing=engine.Continuing(cp.state, history, True))
     tables = out.tables()
     late = diagnostics.late_events(tables["decisions"], batch.rows) if lead else None
-    for name in ("dead_letters", "watermarks"):
-        step.write(tables[name], name)
+    step.write(tables["dead_letters"], "dead_letters")  # the watermark timeline follows with the metrics
     # emitted windows are appended; the open ones (null emitted_at, what a flush would emit now) replaced
     step.write(tables["windows"], "windows", replace=Replace("emitted_at", batch.span["lo"], None, nulls=True))
     state = out.state.advanced(batch.span["hi"])

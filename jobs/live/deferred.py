@@ -1,10 +1,11 @@
-"""What a live batch does not commit itself (issue 46): a job's metrics, derivable from its decisions and dead
-letters, and the lead's lag and diagnostics, observations. Written every `flush_every` batches and when the
-stream stops, so a batch commits only the journal, its outputs and its checkpoint.
+"""What a live batch does not commit itself (issue 46): a job's metrics and watermark timeline, derivable from its
+decisions and dead letters, and the lead's lag and diagnostics, observations. Written every `flush_every` batches
+and when the stream stops, so a batch commits only the journal, its outputs and its checkpoint.
 
 The metrics table names the rows it covers (its commit's `seq_to`); a flush merges the metrics of the rows decided
 after them, up to the checkpoint, read back from the tables: a SIGKILL between flushes loses no metrics (the next
-run's first flush covers them) and counts none twice. Observations not written yet are lost with the process."""
+run's first flush covers them) and counts none twice. The timeline continues from its last step the same way.
+Observations not written yet are lost with the process."""
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
@@ -12,7 +13,8 @@ from pyspark.sql import functions as F
 
 from jobs.live import diagnostics, lag
 from jobs.live.commit import WRITER, crash_point
-from replay.engine import metrics
+from replay.engine import metrics, watermarks
+from replay.engine.pipeline import engine_rows, timeline_rows
 from replay.io import journal
 from replay.io.lake import Lake
 from replay.io.store import AppTransaction, commit_metadata
@@ -20,6 +22,12 @@ from replay.model.policy import policy_hash
 from replay.ops.run import arrival_hours
 
 OUTCOMES = ("decisions", "dead_letters")  # what the metrics are computed from
+
+
+def commit_derived(live, consumer) -> None:
+    """What `consumer`'s batches left to the flush: its metrics, then its watermark timeline."""
+    commit_metrics(live, consumer)
+    commit_timeline(live, consumer)
 
 
 def commit_metrics(live, consumer) -> None:
@@ -52,6 +60,34 @@ def commit_metrics(live, consumer) -> None:
                           "batch": cp.batch, "run": f"live-batch-{cp.batch}",
                           "hours": arrival_hours(decided["decisions"])})  # reported by retrace_outside_runs
     crash_point(f"{consumer.job.name}:metrics")
+
+
+def commit_timeline(live, consumer) -> None:
+    """Bring `consumer`'s watermark timeline up to its checkpoint: the steps of the rows decided after its last
+    step, each partition continuing from the step it had reached (the table's highest), appended in one commit.
+    Rows between a partition's last step and the rows the table covers reach no new step: deciding them again
+    adds nothing, so a flush after a SIGKILL neither loses nor doubles a step."""
+    spark, store, where, cp = live.spark, live.store, consumer.where, consumer.cp
+    upto = cp.state.seq + 1
+    path = where.table("watermarks")
+    reached, start = {}, 0
+    if store.exists(path):
+        meta = commit_metadata(spark, path) or {}
+        ends = store.read(spark, path).groupBy("partition").agg(F.max("seq").alias("seq"),
+                                                                F.max(F.unix_micros("watermark")).alias("wp"))
+        for r in ends.collect():
+            reached[r["partition"]] = r["wp"]
+            start = max(start, r["seq"] + 1)
+        if isinstance(meta.get("seq_to"), int):
+            start = max(start, meta["seq_to"])
+    if upto <= start:
+        return
+    decided = engine_rows(store.read(spark, where.table("decisions")).where(F.col("seq").between(start, upto - 1)))
+    store.write(timeline_rows(watermarks.timeline(decided, before=reached)).coalesce(1), path,
+                metadata={"writer": WRITER, "job": consumer.job.name, "target": where.target, "table": "watermarks",
+                          "policy": policy_hash(consumer.job.policy), "seq_from": start, "seq_to": upto,
+                          "batch": cp.batch, "run": f"live-batch-{cp.batch}"})
+    crash_point(f"{consumer.job.name}:watermarks")
 
 
 def _last_events(live, decisions: DataFrame, first: int) -> DataFrame:

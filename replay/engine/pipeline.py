@@ -74,6 +74,12 @@ def engine_rows(decisions: DataFrame) -> DataFrame:
     )
 
 
+def timeline_rows(steps: DataFrame) -> DataFrame:
+    """The watermarks table's rows: `watermarks.timeline`'s steps, times as UTC timestamps."""
+    return steps.select("partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
+                        _instant("wp").alias("watermark"), _instant("output_watermark").alias("output_watermark"))
+
+
 @dataclass
 class Prepared:
     """Journal rows the semantics act on (`prepare`), the DataFrames cached for them (free them when done) and,
@@ -243,10 +249,7 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
     before = {p: v.wp for p, v in state.partitions.items()}
     # over every row decided (the steps reached before `since_seq` are on the timeline already), then the range's:
     # a range's first row in a partition is no new step unless the whole replay's is one
-    timeline = _in_range(watermarks.timeline(full, before=before), since_seq).select(
-        "partition", "seq", F.timestamp_micros("arrival").alias("arrival_time"),
-        _instant("wp").alias("watermark"), _instant("output_watermark").alias("output_watermark"),
-    )
+    timeline = timeline_rows(_in_range(watermarks.timeline(full, before=before), since_seq))
     if c.keep_state and policy.sessions and still_open is not None:
         # the next stretch reads these rows several times (sessions, bounds, idle): their plan would nest the
         # state's plan as often, batch after batch; computed once here, it starts afresh

@@ -25,9 +25,10 @@ from tests.support import ROOT, target_dir
 POLICY = {"late_arrival_tolerance": "5s", "out_of_order_tolerance": "1s", "idle_timeout": "30s",
           "window": {"kind": "tumbling", "size": "10s"}}
 # while journaling, then between the spec job's (`default`) commits: every job's commit steps are `<job>:<step>`;
-# the metrics last, as they are written when a run's batches end (a kill before then leaves them to the next run)
+# the metrics and the watermark timeline last, as they are written when a run's batches end (a kill before then
+# leaves them to the next run)
 CRASH_POINTS = ("journal", "journaled", *(f"default:{step}" for step in ("decisions", "dead_letters", "windows",
-                                                                          "checkpoint", "metrics")))
+                                                                          "checkpoint", "metrics", "watermarks")))
 
 
 def stream(landing, lake, policy_file, crash_at=None, kill_after=None) -> int:
@@ -105,7 +106,7 @@ def test_each_batch_lands_once_in_every_table_despite_crashes_between_table_comm
     _, lake = crashed_lake
     store = default_store()
     batches = None
-    for table in ("decisions", "dead_letters", "watermarks", "windows", "checkpoints"):
+    for table in ("decisions", "dead_letters", "windows", "checkpoints"):
         path = target_dir(lake, "production").table(table)
         history = DeltaTable.forPath(spark, path).history().where("userMetadata IS NOT NULL").collect()
         per_batch = [json.loads(h["userMetadata"])["batch"] for h in history]
@@ -115,3 +116,21 @@ def test_each_batch_lands_once_in_every_table_despite_crashes_between_table_comm
         assert sorted(per_batch) == batches == list(range(len(batches))), table
     decisions = store.read(spark, target_dir(lake, "production").table("decisions"))
     assert decisions.count() == decisions.select("seq").distinct().count() == journal.read(spark, lake).count()
+
+
+def test_the_watermark_timeline_is_written_by_flushes_that_continue_one_another(spark, crashed_lake):
+    """The timeline is not a batch's commit (issue 46): each flush appends the steps of the rows after the last
+    one's, so flushes killed before or after their commit leave every step once."""
+    import json
+
+    from delta.tables import DeltaTable
+
+    _, lake = crashed_lake
+    path = target_dir(lake, "production").table("watermarks")
+    history = DeltaTable.forPath(spark, path).history().where("userMetadata IS NOT NULL").orderBy("version").collect()
+    spans = [(m["seq_from"], m["seq_to"]) for m in (json.loads(h["userMetadata"]) for h in history)]
+    batches = DeltaTable.forPath(spark, target_dir(lake, "production").table("checkpoints")).history().count()
+    assert len(spans) < batches, (spans, batches)
+    assert all(a_to <= b_from for (_, a_to), (b_from, _) in zip(spans, spans[1:])), spans
+    steps = default_store().read(spark, path)
+    assert steps.count() == steps.select("partition", "seq").distinct().count()
