@@ -46,7 +46,7 @@ class Explained:
                 "member_count": self.member_count, "missed_count": self.missed_count}
 
     def text(self) -> str:
-        lines = []
+        lines = [] if self.windows else ["no window was emitted: every event of it came after it had closed"]
         for w in self.windows:
             rest = ", ".join(f"{k}={v}" for k, v in w.items() if k not in ("window_start", "window_end", "emitted_at"))
             when = ("flushed at the end of the journal" if w.get("emitted_at") is None
@@ -57,6 +57,26 @@ class Explained:
         lines += _section(f"missed it: {self.missed_count} events whose time lies in it", self.missed,
                           self.missed_count, (*EVENT_COLUMNS, "reason"))
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class _Tables:
+    """What an explanation reads: the target's windows, decisions and dead letters, and the journal's events with
+    their own time (`_own`: the event time, or the arrival for `timestamp_by: arrival_time`)."""
+
+    job: Job
+    windows: DataFrame
+    decisions: DataFrame
+    letters: DataFrame
+    times: DataFrame
+
+    def closed(self, start: int) -> DataFrame:
+        """(seq, _closed) of the events that came after the windows starting at `start` had closed."""
+        return (self.letters.where((F.col("reason") == "window_closed") & (F.unix_micros("window_start") == start))
+                .select("seq", F.lit(True).alias("_closed")))
+
+    def with_times(self, df: DataFrame) -> DataFrame:
+        return df.drop("event_time").join(self.times.drop("_own"), "seq", "left")
 
 
 def explain(spark: SparkSession, lake: str, job: Job, target: str, q: Question) -> Explained:
@@ -73,43 +93,63 @@ def explain(spark: SparkSession, lake: str, job: Job, target: str, q: Question) 
         if column not in windows.columns:
             raise ValueError(f"--group {column}: the windows of job {job.name!r} have no such column "
                              f"(their columns: {', '.join(windows.columns)})")
+    own_time = "arrival_time" if job.policy.by_arrival else "event_time"
+    times = journal.read(spark, lake, store).where(F.col("kind") == "event").select(
+        "seq", "event_time", F.col(own_time).alias("_own"))
+    t = _Tables(job, windows, decisions, letters, times)
     chosen = windows.where(F.unix_micros("window_start") == start)
     for column, value in q.groups:
         chosen = chosen.where(F.col(column).cast("string") == value)
     if q.partition is not None:
         chosen = chosen.where(F.col("partition") == q.partition)
     found = _collect(chosen.orderBy(*[c for c in windows.columns if c in ("partition", *job.grouping)]))
-    if not found:
+    if found:
+        return _emitted(t, chosen, found, start, q)
+    never = _never_emitted(t, start, q)  # every event of it may have come after it closed
+    if never is None:
         raise ValueError(f"no window of job {job.name!r} in target {target!r} starts at {q.start}"
-                          + "".join(f", {c} {v!r}" for c, v in q.groups)
-                          + ("" if q.partition is None else f", partition {q.partition}")
-                          + " (`replay show` lists the windows)")
-    groups = _grouping(job, windows)
+                         + "".join(f", {c} {v!r}" for c, v in q.groups)
+                         + ("" if q.partition is None else f", partition {q.partition}")
+                         + " (`replay show` lists the windows)")
+    return never
+
+
+def _emitted(t: _Tables, chosen: DataFrame, found: list[dict], start: int, q: Question) -> Explained:
+    """The windows `found` (`chosen`), their members, and the events of their groups timed in them that are not."""
+    groups = _grouping(t.job, t.windows)
     chosen = chosen.select("window_start", "window_end", *groups, "partition").distinct()
-    in_window = lambda t: (t >= F.col("w.window_start")) & (t < F.col("w.window_end"))  # noqa: E731
-    closed = letters.where((F.col("reason") == "window_closed") & (F.unix_micros("window_start") == start))
-    closed = closed.select("seq", F.lit(True).alias("_closed"))
+    in_window = lambda c: (c >= F.col("w.window_start")) & (c < F.col("w.window_end"))  # noqa: E731
+    closed = t.closed(start)
     # kept at a time in the window: its members, unless the window had closed when they came
-    kept_here = _in(decided_events(decisions, job), chosen, groups, in_window(F.col("e.timestamp")))
+    kept_here = _in(decided_events(t.decisions, t.job), chosen, groups, in_window(F.col("e.timestamp")))
     members = kept_here.join(closed, "seq", "left_anti")
-    events = decisions.where(F.col("kind") == "event")
-    own_time = "arrival_time" if job.policy.by_arrival else "event_time"
-    times = journal.read(spark, lake, store).where(F.col("kind") == "event").select(
-        "seq", "event_time", F.col(own_time).alias("_own"))
+    events = t.decisions.where(F.col("kind") == "event")
     # every event as if kept at its own time, with its groups as the job computes them (fields, where, transform)
-    as_if_kept = decided_events(events.drop("timestamp").join(times.select("seq", F.col("_own").alias("timestamp")),
-                                                              "seq"), job)
+    as_if_kept = decided_events(
+        events.drop("timestamp").join(t.times.select("seq", F.col("_own").alias("timestamp")), "seq"), t.job)
     own = _in(as_if_kept, chosen, groups, in_window(F.col("e.timestamp"))).select("seq")
     missed = (own.unionByName(kept_here.select("seq")).distinct().join(members.select("seq"), "seq", "left_anti")
               .join(events, "seq").join(closed, "seq", "left").withColumn("reason", _missed_reason()))
-    members = members.join(events.select("seq", "reasons"), "seq", "left")
-    with_times = lambda df: df.drop("event_time").join(times.drop("_own"), "seq", "left")  # noqa: E731
-    members, missed = with_times(members), with_times(missed)
+    members = t.with_times(members.join(events.select("seq", "reasons"), "seq", "left"))
+    missed = t.with_times(missed)
     shown = lambda *last: (*EVENT_COLUMNS[:3], *groups, *EVENT_COLUMNS[3:], *last)  # noqa: E731
     member_rows = _rows(members, shown("action", "reasons"), q.limit)
     missed_rows = _rows(missed, shown("reason"), q.limit)
     return Explained(found, member_rows, missed_rows, _count(members, member_rows, q.limit),
                      _count(missed, missed_rows, q.limit))
+
+
+def _never_emitted(t: _Tables, start: int, q: Question) -> Explained | None:
+    """No window starts at `start` (of the groups asked for): the events that came after such a window had closed,
+    so it never held one (its `window_closed` dead letters); None when there are none either."""
+    missed = t.closed(start).join(t.decisions, "seq").withColumn("reason", F.lit("window_closed"))
+    for column, value in q.groups:
+        missed = missed.where(F.col(column).cast("string") == value) if column in missed.columns else missed.limit(0)
+    if q.partition is not None:
+        missed = missed.where(F.col("partition") == q.partition)
+    missed = t.with_times(missed)
+    rows = _rows(missed, (*EVENT_COLUMNS[:3], *[c for c, _ in q.groups], *EVENT_COLUMNS[3:], "reason"), q.limit)
+    return Explained([], [], rows, 0, _count(missed, rows, q.limit)) if rows else None
 
 
 def _grouping(job: Job, windows: DataFrame) -> list[str]:

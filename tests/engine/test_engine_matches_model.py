@@ -9,10 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from pyspark.sql import functions as F
 
-from replay.conformance import diff, engine_case
+from replay.conformance import case_job, diff, engine_case
 from replay.engine import pipeline, watermarks
 from replay.io import journal as journal_io
-from replay.model.jobs import Job
 from replay.model.policy import Policy
 from tests.model import run_model
 from tests.support.examples import examples
@@ -58,8 +57,10 @@ def test_engine_matches_model_across_chunks_of_many_partitions(spark, monkeypatc
 def test_a_whole_journals_first_pass_finds_the_chunk_maxima_the_aggregation_finds(spark, policy, journal):
     """The pass that sorts each stretch's offsets also takes the watermark terms' maxima, so the watermark pass
     needs no aggregation of its own; chunks of 4 rows, the engine's columns (`watermarks.contributions`)."""
-    policy = Policy.from_dict(policy)
-    prepared = pipeline.prepare(journal_io.from_rows(spark, journal), whole=True, policy=policy)
+    job = case_job({"policy": policy, "journal": journal})
+    policy = job.policy
+    prepared = pipeline.prepare(journal_io.from_rows(spark, journal), whole=True, policy=policy,
+                                substream=pipeline.substream_column(job))
     rows = prepared.rows.withColumn("chunk", watermarks.chunk_column(4))
     aggregated = sorted((r[0], r[1], r[2], r[3] if r[3] is not None else watermarks.NEG)
                         for r in watermarks.contributions(rows, policy).groupBy("chunk", "partition")
@@ -77,8 +78,9 @@ def test_a_whole_journals_first_pass_finds_the_same_whatever_task_holds_each_row
     """The first pass takes rows where they lie and cuts each task's into stretches of consecutive seq: one task
     holding every row, and five tasks holding scattered rows (stretches of one row), find the same offset steps
     and chunk maxima."""
-    policy = Policy.from_dict(policy)
-    rows = pipeline.prepare(journal_io.from_rows(spark, journal)).rows
+    job = case_job({"policy": policy, "journal": journal})  # substreams over a payload field read it
+    policy = job.policy
+    rows = pipeline.prepare(journal_io.from_rows(spark, journal), substream=pipeline.substream_column(job)).rows
     together = pipeline.first_pass(rows.coalesce(1), policy, chunk_rows=4)
     scattered = pipeline.first_pass(rows.repartition(5), policy, chunk_rows=4)
     assert (scattered.steps, scattered.maxima) == (together.steps, together.maxima)
@@ -92,11 +94,11 @@ def test_a_whole_replays_watermark_pass_decides_the_same_whatever_task_holds_eac
     one task holding every row, and five tasks holding scattered rows (stretches of one row), give the same
     decisions; chunks of 4 rows."""
     monkeypatch.setattr(watermarks, "CHUNK_ROWS", 4)
-    policy = Policy.from_dict(policy)
+    job = case_job({"policy": policy, "journal": journal})  # substreams over a payload field read it
     journal = journal_io.from_rows(spark, journal)
 
     def decisions(layout):
-        out = pipeline.replay(layout, Job.spec(policy)).decisions.orderBy("seq").collect()
+        out = pipeline.replay(layout, job).decisions.orderBy("seq").collect()
         return [r.asDict() for r in out]
 
     # scattered by seq's hash, not round-robin: a round-robin exchange sorts each task's rows by their bytes first,

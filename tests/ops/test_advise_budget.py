@@ -101,13 +101,14 @@ def test_the_windows_a_live_run_would_emit_are_measured_on_an_ingested_journal(t
 
 
 def test_a_sessions_output_delay_is_measured_from_its_end(tmp_path, capsys, spark):
-    """One event every 5 s (arrival 0.5 s later), gap 2 s: each event is a session [5i, 5i + 2), closed by the next
-    event (watermark 5i + 5), which arrives at 5i + 5.5: a delay of 3.5 s after the session's end. The last session is
-    still open when the rows end."""
+    """One event every 5 s (arrival 0.5 s later), gap 2 s: each event is a session [5i, 5i + 2). A live run's clock
+    tick at 5i + 4 moves the floor to tick - L (L = 2 s) = 5i + 2, the session's end, before the next event arrives
+    (5i + 5.5): a delay of 2 s after its end (4 s after its start or its event). The last session is still open when
+    the rows end."""
     lake = _ingested(tmp_path, "s", [_line(0, i, 5 * i, 5 * i + 0.5) for i in range(40)])
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump({"window": {"kind": "session", "gap": "2s"}}))
     _, advice = _advise(capsys, lake, str(policy), tmp_path / "advice", "--late-grid", "2s",
                         "--out-of-order-grid", "0s")
     delay = advice["predicted"]["delay"]
-    assert (delay["windows"], delay["p50"], delay["max"], delay["unmeasured"]) == (39, 3.5, 3.5, 1)
+    assert (delay["windows"], delay["p50"], delay["max"], delay["unmeasured"]) == (39, 2.0, 2.0, 1)
