@@ -1,4 +1,5 @@
-"""The conformance cases (tests/conformance/cases) through the replay runner, in-process and via the CLI."""
+"""The conformance cases (tests/conformance/cases): every case through the engine, one case of each kind of time
+feature through the replay runner and its Delta tables too, and the `--check` CLI (the runner's path as well)."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +11,7 @@ import sys
 
 import pytest
 
-from replay.conformance import diff, run_case
+from replay.conformance import diff, engine_case, run_case
 from tests.support import ROOT
 
 CASES = sorted(glob.glob(os.path.join(ROOT, "tests", "conformance", "cases", "*.json")))
@@ -36,9 +37,24 @@ def test_there_are_conformance_cases():
     assert len(CASES) >= 10
 
 
+# through the runner too (about three times the engine's time per case): one case of each kind of time feature
+RUNNER_CASES = ("asa_ordering_policy_drop", "atlas_idle_timeout", "cti_every_ten_events_delay_drop",
+                "drop_policies_and_quarantine", "hopping_overlap", "partitions_independent",
+                "session_closed_and_late_events_touching_it", "source_strategy_with_late_tolerance",
+                "substreams_over_a_payload_field_raised_by_a_punctuation", "window_closed_dead_letters",
+                "arrival_time_tumbling")
+
+
 @pytest.mark.parametrize("path", CASES, ids=[_stem(p) for p in CASES])
 def test_case_matches_expected(spark, path):
     case = _load(path)
+    problems = diff(case["expected"], engine_case(spark, copy.deepcopy(case)))
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", RUNNER_CASES)
+def test_case_matches_expected_through_the_runner(spark, name):
+    case = _load(next(p for p in CASES if _stem(p) == name))
     problems = diff(case["expected"], run_case(spark, copy.deepcopy(case)))
     assert problems == [], "\n".join(problems)
 

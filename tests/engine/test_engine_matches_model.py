@@ -31,7 +31,7 @@ def _assert_engine_matches_model(spark, policy, journal) -> None:
     assert problems == [], "engine differs from model:\n" + "\n".join(problems) + "\ncase: " + json.dumps(case)
 
 
-@_settings(25)
+@_settings(18)
 @given(policy=policies(), journal=journals())
 def test_engine_matches_model(spark, policy, journal):
     _assert_engine_matches_model(spark, policy, journal)
@@ -86,7 +86,7 @@ def test_a_whole_journals_first_pass_finds_the_same_whatever_task_holds_each_row
     assert (scattered.steps, scattered.maxima) == (together.steps, together.maxima)
 
 
-@_settings(8)
+@_settings(5)
 @given(policy=policies(), journal=journals(max_partitions=6))
 def test_a_whole_replays_watermark_pass_decides_the_same_whatever_task_holds_each_row(spark, monkeypatch, policy,
                                                                                        journal):

@@ -56,7 +56,7 @@ def journals_with_cuts(draw):
     return rows, cuts
 
 
-@settings(max_examples=examples(12), deadline=None, derandomize=True,
+@settings(max_examples=examples(8), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(policy=policies(), case=journals_with_cuts())
 def test_replay_in_pieces_from_state_equals_one_replay(spark, policy, case):
@@ -66,7 +66,7 @@ def test_replay_in_pieces_from_state_equals_one_replay(spark, policy, case):
         {"policy": policy, "cuts": cuts, "journal": rows})
 
 
-@settings(max_examples=examples(6), deadline=None, derandomize=True,
+@settings(max_examples=examples(4), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(policy=policies(sessions=True), case=journals_with_cuts())
 def test_session_windows_in_pieces_from_state_equal_one_replay(spark, policy, case):
