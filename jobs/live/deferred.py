@@ -55,9 +55,7 @@ def commit_metrics(live, consumer) -> None:
                                                            _last_events(live, decided["decisions"], start)))
     # one file in (partition, hour) order, sorted where it is gathered (a global sort would sample first)
     store.write(merged.coalesce(1).sortWithinPartitions("partition", "hour"), path, mode="overwrite",
-                metadata={"writer": WRITER, "job": consumer.job.name, "target": where.target, "table": "metrics",
-                          "policy": policy_hash(consumer.job.policy), "seq_from": start, "seq_to": upto,
-                          "batch": cp.batch, "run": f"live-batch-{cp.batch}",
+                metadata={**_flushed(consumer, "metrics", start, upto),
                           "hours": arrival_hours(decided["decisions"])})  # reported by retrace_outside_runs
     crash_point(f"{consumer.job.name}:metrics")
 
@@ -84,10 +82,16 @@ def commit_timeline(live, consumer) -> None:
         return
     decided = engine_rows(store.read(spark, where.table("decisions")).where(F.col("seq").between(start, upto - 1)))
     store.write(timeline_rows(watermarks.timeline(decided, before=reached)).coalesce(1), path,
-                metadata={"writer": WRITER, "job": consumer.job.name, "target": where.target, "table": "watermarks",
-                          "policy": policy_hash(consumer.job.policy), "seq_from": start, "seq_to": upto,
-                          "batch": cp.batch, "run": f"live-batch-{cp.batch}"})
+                metadata=_flushed(consumer, "watermarks", start, upto))
     crash_point(f"{consumer.job.name}:watermarks")
+
+
+def _flushed(consumer, table: str, start: int, upto: int) -> dict:
+    """A flush's commit metadata: the rows [start, upto) it covers, as of the consumer's last batch."""
+    batch = consumer.cp.batch
+    return {"writer": WRITER, "job": consumer.job.name, "target": consumer.where.target, "table": table,
+            "policy": policy_hash(consumer.job.policy), "seq_from": start, "seq_to": upto, "batch": batch,
+            "run": f"live-batch-{batch}"}
 
 
 def _last_events(live, decisions: DataFrame, first: int) -> DataFrame:
