@@ -26,11 +26,11 @@ from replay.engine.job_sql import decided_events
 from replay.engine.windows import window_range
 from replay.io import journal as journal_table
 from replay.io.lake import Lake, TargetDir
-from replay.io.store import default_store
 from replay.model.durations import parse_instant
 from replay.model.jobs import Job
 from replay.model.policy import Policy
 from replay.ops.run import seq_bounds
+from replay.ops import outputs
 
 KEPT = ("accepted", "adjusted")
 LOST = ("dropped", "quarantined")
@@ -87,10 +87,8 @@ class Target:
         return self.job.counting_aggregate
 
     def table(self, name: str) -> DataFrame:
-        store, path = default_store(), self.where.table(name)
-        if not store.exists(path):
-            raise FileNotFoundError(f"target {self.target!r} has no {name} table at {path}; replay it first")
-        return store.read(self.spark, path)
+        outputs.require(self.where, [name])
+        return outputs.read(self.spark, self.where, name)
 
     def journal(self) -> DataFrame:
         return journal_table.read(self.spark, self.lake)

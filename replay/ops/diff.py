@@ -17,6 +17,7 @@ from replay.io.store import default_store
 from replay.model.jobs import Job
 from replay.ops.run import seq_bounds
 from replay.ops.verify import in_range
+from replay.ops import outputs
 
 SAMPLE = 5  # rows quoted per kind of difference
 DECIDED = ("action", "reasons", "timestamp")  # what an event's decision is
@@ -85,13 +86,11 @@ def diff(spark: SparkSession, lake: str, job: Job, a: str, b: str, start: str | 
     """Compare targets `a` and `b` of `job` over the arrival range [start, end)."""
     store = default_store()
     sides = {"a": Lake(lake).target(job.name, a), "b": Lake(lake).target(job.name, b)}
+    names = ("decisions", "windows", "dead_letters")
     for where in sides.values():
-        if not store.exists(where.table("decisions")):
-            raise FileNotFoundError(f"target {where.target!r} has no decisions table at {where.table('decisions')}; "
-                                    f"replay it first (`replay run --target {where.target}`)")
+        outputs.require(where, names, store)
     lo, hi = seq_bounds(journal.read(spark, lake, store), start, end)
-    tables = {side: {name: in_range(store.read(spark, where.table(name)), name, lo, hi)
-                     for name in ("decisions", "windows", "dead_letters")}
+    tables = {side: {name: in_range(outputs.read(spark, where, name, store), name, lo, hi) for name in names}
               for side, where in sides.items()}
     changed = changed_events(tables["a"]["decisions"], tables["b"]["decisions"]).cache()
     try:

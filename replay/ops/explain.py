@@ -15,6 +15,7 @@ from replay.io.lake import Lake
 from replay.io.store import default_store
 from replay.model.durations import format_instant, parse_instant
 from replay.model.jobs import Job
+from replay.ops import outputs
 
 EVENT_COLUMNS = ("seq", "partition", "offset", "event_time", "arrival_time", "timestamp")
 
@@ -83,12 +84,9 @@ def explain(spark: SparkSession, lake: str, job: Job, target: str, q: Question) 
     """The window of `q` in `target` of `job`, its members and the events that missed it."""
     start = parse_instant(q.start, "--window")
     where = Lake(lake).target(job.name, target)
-    store = default_store()
-    for name in ("windows", "decisions", "dead_letters"):
-        if not store.exists(where.table(name)):
-            raise FileNotFoundError(f"target {target!r} of job {job.name!r} has no {name} table at "
-                                    f"{where.table(name)}; replay it first (`replay run --target {target}`)")
-    windows, decisions, letters = (store.read(spark, where.table(n)) for n in ("windows", "decisions", "dead_letters"))
+    store, names = default_store(), ("windows", "decisions", "dead_letters")
+    outputs.require(where, names, store)
+    windows, decisions, letters = (outputs.read(spark, where, n, store) for n in names)
     for column, _ in q.groups:
         if column not in windows.columns:
             raise ValueError(f"--group {column}: the windows of job {job.name!r} have no such column "

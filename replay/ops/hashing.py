@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from replay.io.lake import OUTPUT_TABLES, TargetDir
 from replay.io.runs import check_whole
 from replay.io.store import default_store
-from replay.model.jobs import SPEC_JOB
+from replay.ops import outputs
 
 HASHED = OUTPUT_TABLES
 
@@ -30,12 +30,8 @@ def target_hash(spark: SparkSession, where: TargetDir) -> str:
     store = default_store()
     check_whole(spark, where, store)
     h = hashlib.sha256()
+    outputs.require(where, HASHED, store)
     for name in HASHED:
-        path = where.table(name)
-        if not store.exists(path):
-            job = "--policy POLICY_FILE" if where.job == SPEC_JOB else f"--job {where.job}"
-            raise FileNotFoundError(f"no {name} table at {path}; make the target first: `replay run --lake "
-                                    f"{where.lake} {job} --target {where.target}`")
-        n, s = table_digest(store.read(spark, path))
+        n, s = table_digest(outputs.read(spark, where, name, store))
         h.update(f"{name}:{n}:{s}\n".encode())
     return h.hexdigest()

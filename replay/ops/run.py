@@ -20,6 +20,7 @@ from replay.model.durations import format_instant, parse_instant
 from replay.model.jobs import Job
 from replay.model.policy import policy_hash
 from replay.ops.progress import progress
+from replay.ops import outputs
 
 WRITER = "replay run"  # a commit's `writer`: which program wrote it
 
@@ -166,7 +167,7 @@ def seq_bounds(rows: DataFrame, start: str | None, end: str | None) -> tuple[int
 def target_metrics(spark: SparkSession, store: TableStore, where: TargetDir) -> DataFrame:
     """The hourly metrics of a target's whole `decisions` and `dead_letters` tables, read back: for when the
     rows at hand cover only part of the target (a range replay, a live batch)."""
-    return metrics.hourly(*(store.read(spark, where.table(n)) for n in ("decisions", "dead_letters")))
+    return metrics.hourly(*(outputs.read(spark, where, n, store) for n in ("decisions", "dead_letters")))
 
 
 def _checkpoint_before(spark, where: TargetDir, job: Job, lo, store):

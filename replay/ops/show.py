@@ -9,9 +9,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StructType, TimestampType
 
 from replay.io.lake import Lake
-from replay.io.store import default_store
 from replay.model.durations import format_instant, parse_instant
 from replay.model.jobs import Job
+from replay.ops import outputs
 
 TABLES = ("windows", "decisions", "dead_letters")
 TIME_COLUMN = {"windows": "window_start", "decisions": "arrival_time", "dead_letters": "arrival_time"}
@@ -60,12 +60,9 @@ def show(spark: SparkSession, lake: str, job: Job, target: str, query: Query) ->
                                                                           (query.end, "--to"))]
     if None not in bounds and bounds[0] >= bounds[1]:
         raise ValueError(f"--from {query.start} must be before --to {query.end}")
-    store = default_store()
-    path = Lake(lake).target(job.name, target).table(query.table)
-    if not store.exists(path):
-        raise FileNotFoundError(f"target {target!r} of job {job.name!r} has no {query.table} table at {path}; "
-                                f"replay it first (`replay run --target {target}`)")
-    df = store.read(spark, path)
+    where = Lake(lake).target(job.name, target)
+    outputs.require(where, [query.table])
+    df = outputs.read(spark, where, query.table)
     if query.key is not None and "key" not in df.columns:
         raise ValueError(f"--key: the {query.table} of job {job.name!r} have no key column "
                          f"(their columns: {', '.join(df.columns)})")

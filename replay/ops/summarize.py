@@ -5,8 +5,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from replay.io.lake import TargetDir
-from replay.io.store import default_store
 from replay.model.jobs import Job
+from replay.ops import outputs
 
 
 def summarize(spark: SparkSession, where: TargetDir, job: Job) -> dict:
@@ -14,9 +14,7 @@ def summarize(spark: SparkSession, where: TargetDir, job: Job) -> dict:
     by reason. The events in windows are the sum of the job's aggregate that counts members (`count(*)`): with
     hopping windows that overlap an event is in several, so the sum is `window_memberships`; a job without
     such an aggregate has `windowed_events: null` and a note saying why (not 0)."""
-    store = default_store()
-    decisions, windows, dead_letters = (store.read(spark, where.table(n)) for n in ("decisions", "windows",
-                                                                                    "dead_letters"))
+    decisions, windows, dead_letters = (outputs.read(spark, where, n) for n in ("decisions", "windows", "dead_letters"))
     by_action = {r["action"]: r["n"] for r in decisions.where("kind = 'event'").groupBy("action")
                  .agg(F.count("*").alias("n")).collect()}
     by_reason = {r["reason"]: r["n"] for r in decisions.select(F.explode("reasons").alias("reason"))

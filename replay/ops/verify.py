@@ -20,6 +20,7 @@ from replay.io.runs import check_whole
 from replay.io.store import default_store
 from replay.model.jobs import Job
 from replay.ops.run import run
+from replay.ops import outputs
 
 COMPARED = OUTPUT_TABLES  # every output table: the metrics over the hours the range's rows arrived in
 EXAMPLES = 3  # differing rows quoted per table and side
@@ -164,8 +165,8 @@ def compare(spark: SparkSession, target: TargetDir, replayed: TargetDir, lo: int
         if table == "metrics":
             ours, theirs = _metrics_sides(spark, store, target, replayed, lo, hi)
         else:
-            ours = in_range(store.read(spark, replayed.table(table)), table, lo, hi)
-            theirs = in_range(store.read(spark, target.table(table)), table, lo, hi)
+            ours = in_range(outputs.read(spark, replayed, table, store), table, lo, hi)
+            theirs = in_range(outputs.read(spark, target, table, store), table, lo, hi)
         columns = ours.columns
         absent = [c for c in columns if c not in theirs.columns]
         if absent:
@@ -181,16 +182,16 @@ def _metrics_sides(spark: SparkSession, store, target: TargetDir, replayed: Targ
     """The metrics cover the whole target, hour by hour: the reference is what they are once the range's decisions
     and dead letters are the replay's (the target's own outside it), over the hours the range's rows arrived in."""
     def composed(table: str) -> DataFrame:
-        ours = in_range(store.read(spark, replayed.table(table)), table, lo, hi)
-        theirs = store.read(spark, target.table(table))
+        ours = in_range(outputs.read(spark, replayed, table, store), table, lo, hi)
+        theirs = outputs.read(spark, target, table, store)
         whole = lo is None and hi is None
         return ours if whole else ours.unionByName(theirs.where(~_range(table, lo, hi)).select(*ours.columns))
 
     decisions, letters = composed("decisions"), composed("dead_letters")
-    expected, actual = metrics.hourly(decisions, letters), store.read(spark, target.table("metrics"))
+    expected, actual = metrics.hourly(decisions, letters), outputs.read(spark, target, "metrics", store)
     if lo is None and hi is None:
         return expected, actual
-    arrived = (in_range(store.read(spark, replayed.table(t)), t, lo, hi).select("arrival_time")
+    arrived = (in_range(outputs.read(spark, replayed, t, store), t, lo, hi).select("arrival_time")
                for t in ("decisions", "dead_letters"))
     span = next(arrived).unionByName(next(arrived)).agg(F.min(F.date_trunc("hour", "arrival_time")).alias("a"),
                                                        F.max(F.date_trunc("hour", "arrival_time")).alias("b")).first()

@@ -99,7 +99,7 @@ def test_the_diff_report_is_the_same_on_every_run_and_shuffle_partition_count(js
 
 def test_a_diff_of_a_target_that_was_never_replayed_names_it(targets, capsys):
     assert _diff(targets, "production", "nowhere") == 2
-    assert "target 'nowhere' has no decisions table" in capsys.readouterr().err
+    assert "target 'nowhere' of job 'default' has no decisions table" in capsys.readouterr().err
 
 
 def test_the_json_report_counts_windows_and_output_delay_of_both_sides(json_reports):
