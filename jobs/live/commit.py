@@ -67,11 +67,10 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
     history = live.earlier.history(journaled, cp.state.seq, batch.span)  # where duplicate (partition, offset) are
     out = engine.replay(batch.rows, job, partitions=live.source_partitions, rows_at_most=batch.span["n"],
                         materialize=step.committed_decisions, continuing=engine.Continuing(cp.state, history, True))
-    tables = out.tables()
-    late = diagnostics.late_events(tables["decisions"], batch.rows) if lead else None
-    step.write(tables["dead_letters"], "dead_letters")  # the watermark timeline follows with the metrics
+    late = diagnostics.late_events(out.decisions, batch.rows) if lead else None
+    step.write(out.dead_letters, "dead_letters")  # the watermark timeline and the metrics follow at the flush
     # emitted windows are appended; the open ones (null emitted_at, what a flush would emit now) replaced
-    step.write(tables["windows"], "windows", replace=Replace("emitted_at", batch.span["lo"], None, nulls=True))
+    step.write(out.windows, "windows", replace=Replace("emitted_at", batch.span["lo"], None, nulls=True))
     state = out.state.advanced(batch.span["hi"])
     made = Checkpoint(step.batch, state, batch.source if lead else {}, job.signature())
     versions = checkpoints.save(live.spark, step.where, made, live.store, metadata=step.metadata("checkpoints"))

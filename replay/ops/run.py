@@ -125,7 +125,7 @@ def _commit(spark: SparkSession, store: TableStore, r: _Replay, out: engine.Outp
     for name in ("decisions", "windows", "dead_letters", "watermarks"):
         if name != "decisions" or partial:
             step(name)
-            _write(store, out.tables()[name], r.where.table(name), name, span, r.metadata(name, lo, hi))
+            _write(store, getattr(out, name), r.where.table(name), name, span, r.metadata(name, lo, hi))
         faults.interrupt_point(name)
     step("metrics")
     # metrics cover the whole target: a range replay's are recomputed from its tables (cheap to scan); a
