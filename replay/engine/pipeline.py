@@ -37,10 +37,6 @@ class Outputs:
         (a dozen aggregates and joins, each call analysed again) cost 0.3-0.6 s per replay without a Spark job."""
         return self.hourly()
 
-    def tables(self) -> dict[str, DataFrame]:
-        return {"decisions": self.decisions, "windows": self.windows, "dead_letters": self.dead_letters,
-                "watermarks": self.watermarks, "metrics": self.metrics}
-
     def unpersist(self) -> None:
         for df in self.cached:
             df.unpersist()
