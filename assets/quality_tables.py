@@ -87,8 +87,16 @@ class Target:
         return self.job.counting_aggregate
 
     def table(self, name: str) -> DataFrame:
+        if name == "decisions":
+            return self.decisions
         outputs.require(self.where, [name])
         return outputs.read(self.spark, self.where, name)
+
+    @functools.cached_property
+    def decisions(self) -> DataFrame:
+        """Every decision row, derived once for all the checks that read them (`replay.ops.outputs`)."""
+        outputs.require(self.where, ["decisions"])
+        return outputs.read(self.spark, self.where, "decisions")
 
     def journal(self) -> DataFrame:
         return journal_table.read(self.spark, self.lake)

@@ -22,6 +22,7 @@ from replay.io.store import default_store
 from replay.model.durations import format_instant
 from replay.model.jobs import Job
 from replay.model.policy import SUBSTREAM_COLUMNS, Policy
+from replay.ops import outputs
 from replay.ops.run import run
 
 TIMES = {"timestamp", "watermark", "output_watermark", "window_start", "window_end"}
@@ -67,7 +68,7 @@ def run_case(spark: SparkSession, case: dict) -> dict:
         where = Lake(lake).target(job.name, "conformance")
         result = {"name": case.get("name")}
         for table, fields in SHAPES.items():
-            result[table] = _rows(store.read(spark, where.table(table)), fields)
+            result[table] = _rows(outputs.read(spark, where, table, store), fields)
     return result
 
 

@@ -17,9 +17,10 @@ from replay.engine import pipeline as engine
 from replay.io import checkpoints
 from replay.io.checkpoints import Checkpoint, SourcePartition
 from replay.io.lake import Lake, TargetDir
-from replay.io.store import AppTransaction, Replace
+from replay.io.store import AppTransaction, Replace, commit_metadata
 from replay.model.jobs import Job
 from replay.model.policy import policy_hash
+from replay.ops import outputs
 
 WRITER = "replay stream"  # a commit's `writer`: which program wrote it
 
@@ -105,21 +106,22 @@ class _Step:
                 "policy": policy_hash(self.job.policy), "seq_from": self.span["lo"], "seq_to": self.span["hi"] + 1,
                 "batch": self.batch, "run": f"live-batch-{self.batch}"}
 
-    def write(self, df: DataFrame, name: str, **how) -> int | None:
-        version = self.live.store.write(df, self.where.table(name), txn=self.txn(name), metadata=self.metadata(name),
-                                        **how)
+    def write(self, df: DataFrame, name: str, extra: dict | None = None, **how) -> int | None:
+        version = self.live.store.write(df, self.where.table(name), txn=self.txn(name),
+                                        metadata={**self.metadata(name), **(extra or {})}, **how)
         crash_point(self.crash(name))
         return version
 
     def committed_decisions(self, decided: DataFrame) -> DataFrame:
-        """The decisions, committed first, as every other output then reads them: from the commit's files, so
-        each of their queries plans over a file scan, not over the engine's whole plan (nor its cache)."""
+        """The decisions, computed once (a local checkpoint: every other output's query plans over it, not over the
+        engine's whole plan), and their exceptions committed first (`outputs`: the rest is derived)."""
         spark, store, path = self.live.spark, self.live.store, self.where.table("decisions")
-        version = self.write(decided, "decisions")
-        added = store.read_commit(spark, path, version) if version is not None else None
-        if added is None:  # an earlier attempt committed the batch's decisions (or a rewrite of the table)
-            added = store.read(spark, path).where(F.col("seq").between(self.span["lo"], self.span["hi"]))
-        return added
+        decided = decided.localCheckpoint(eager=True)
+        before = commit_metadata(spark, path) if store.exists(path) else None
+        covered = outputs.stored_metadata(self.job, self.live.source_partitions, before, self.span["lo"],
+                                          self.span["hi"] + 1)
+        self.write(engine.exceptions(decided), "decisions", extra=covered)
+        return decided
 
 
 def _committed(live, where: TargetDir, cp: Checkpoint, versions: dict) -> Checkpoint:

@@ -19,18 +19,24 @@ from replay.io import journal
 from replay.io.lake import Lake
 from replay.io.store import AppTransaction, commit_metadata
 from replay.model.policy import policy_hash
+from replay.ops import outputs
 from replay.ops.run import arrival_hours
 
-OUTCOMES = ("decisions", "dead_letters")  # what the metrics are computed from
-
-
 def commit_derived(live, consumer) -> None:
-    """What `consumer`'s batches left to the flush: its metrics, then its watermark timeline."""
-    commit_metrics(live, consumer)
-    commit_timeline(live, consumer)
+    """What `consumer`'s batches left to the flush: its metrics, then its watermark timeline, from the decisions of
+    the rows after what each covers (derived once when both start at the same row, as they usually do)."""
+    views = {}
+
+    def decided(start: int, upto: int) -> DataFrame:
+        if (start, upto) not in views:
+            views[start, upto] = outputs.decisions(live.spark, consumer.where, live.store, start, upto)
+        return views[start, upto]
+
+    commit_metrics(live, consumer, decided)
+    commit_timeline(live, consumer, decided)
 
 
-def commit_metrics(live, consumer) -> None:
+def commit_metrics(live, consumer, derive) -> None:
     """Bring `consumer`'s metrics table up to its checkpoint: merge the metrics of the rows decided after those
     the table covers (`metrics.combine`), or compute them over every decided row when the table covers none
     (no table, one from an older Retrace, or one that does not say which rows it covers)."""
@@ -47,7 +53,9 @@ def commit_metrics(live, consumer) -> None:
     start = covered if table is not None else 0
     if upto <= start:
         return
-    decided = {n: store.read(spark, where.table(n)).where(F.col("seq").between(start, upto - 1)) for n in OUTCOMES}
+    decided = {"decisions": derive(start, upto),
+               "dead_letters": store.read(spark, where.table("dead_letters"))
+               .where(F.col("seq").between(start, upto - 1))}
     if table is None:
         merged = metrics.hourly(decided["decisions"], decided["dead_letters"])
     else:
@@ -60,7 +68,7 @@ def commit_metrics(live, consumer) -> None:
     crash_point(f"{consumer.job.name}:metrics")
 
 
-def commit_timeline(live, consumer) -> None:
+def commit_timeline(live, consumer, derive) -> None:
     """Bring `consumer`'s watermark timeline up to its checkpoint: the steps of the rows decided after its last
     step, each partition continuing from the step it had reached (the table's highest), appended in one commit.
     Rows between a partition's last step and the rows the table covers reach no new step: deciding them again
@@ -80,7 +88,7 @@ def commit_timeline(live, consumer) -> None:
             start = max(start, meta["seq_to"])
     if upto <= start:
         return
-    decided = engine_rows(store.read(spark, where.table("decisions")).where(F.col("seq").between(start, upto - 1)))
+    decided = engine_rows(derive(start, upto))
     store.write(timeline_rows(watermarks.timeline(decided, before=reached)).coalesce(1), path,
                 metadata=_flushed(consumer, "watermarks", start, upto))
     crash_point(f"{consumer.job.name}:watermarks")

@@ -227,18 +227,10 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
         raise ValueError(f"{job.describe()}: idle_timeout with session windows needs a job without where, group_by "
                          "or transform (Job.define refuses it)")
     state = c.state or State()
-    prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, substream_column(job))
-    d = watermarks.decide(prepared.rows, policy, state, partitions, prepared.maxima, prepared.lying)
-    if d is None:
-        for df in prepared.cached:
-            df.unpersist()
+    decided = _decide(journal, job, c, partitions)
+    if decided is None:
         return _empty(journal, state, materialize, None if job.is_spec else job)
-    cached = [d.rows, *prepared.cached]
-    scopes_before = {s: state.scope(s) for s in _scopes(policy, d.wp_start.values)}
-    full, raised = _with_output_watermark(d, policy, state, scopes_before, cached)
-    rows = decision_rows(full)
-    if job.fields:  # the decisions table carries the job's fields
-        rows = rows.join(job_sql.fields(journal, job), "seq", "left")
+    prepared, d, scopes_before, full, raised, rows, cached = decided
     if materialize is None:
         rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(rows)
@@ -263,6 +255,47 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
     backward = prepared.backward if since_seq is None else None
     return Outputs(decisions, win, _with_raw(dead, journal, rows_at_most), timeline,
                    lambda: metrics.hourly(decisions, dead, backward), cached, after)
+
+
+def decide(journal: DataFrame, job: Job, *, since_seq: int | None = None, partitions: list[int] | None = None,
+              continuing: Continuing | None = None) -> tuple[DataFrame, list[DataFrame]] | None:
+    """The decisions alone (spec 3 and 4, the watermarks and the output watermark; no windows, no writes), as
+    `replay` computes them: the rows a target stores only as its exceptions are derived from these
+    (`replay.ops.outputs`). With the DataFrames cached for them (free them when done); None without rows."""
+    decided = _decide(journal, job, continuing or Continuing(), partitions)
+    if decided is None:
+        return None
+    rows, cached = decided[5], decided[6]
+    return _in_range(rows, since_seq), cached
+
+
+def exceptions(decisions: DataFrame) -> DataFrame:
+    """The decisions with something to say (issue 46): an event with a reason, or one not accepted as it came.
+    What a target stores; every other row follows from the journal and the policy (`decisions`)."""
+    return decisions.where(exceptional())
+
+
+def exceptional() -> Column:
+    return (F.col("kind") == "event") & ((F.col("action") != "accepted") | (F.size("reasons") > 0))
+
+
+def _decide(journal: DataFrame, job: Job, c: Continuing, partitions: list[int] | None):
+    """Steps 1-4 and the output watermark over `journal`: (prepared, decided, scopes before, the engine's rows with
+    their output watermark, what raises it, the decision rows, the cached DataFrames), or None without rows."""
+    policy, state = job.policy, c.state or State()
+    prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, substream_column(job))
+    d = watermarks.decide(prepared.rows, policy, state, partitions, prepared.maxima, prepared.lying)
+    if d is None:
+        for df in prepared.cached:
+            df.unpersist()
+        return None
+    cached = [d.rows, *prepared.cached]
+    scopes_before = {s: state.scope(s) for s in _scopes(policy, d.wp_start.values)}
+    full, raised = _with_output_watermark(d, policy, state, scopes_before, cached)
+    rows = decision_rows(full)
+    if job.fields:  # the decisions table carries the job's fields
+        rows = rows.join(job_sql.fields(journal, job), "seq", "left")
+    return prepared, d, scopes_before, full, raised, rows, cached
 
 
 def _in_range(df: DataFrame, since_seq: int | None) -> DataFrame:

@@ -1,15 +1,26 @@
-"""A target's output tables as their readers see them (hash, verify, diff, explain, show, summarize, the GX checks):
-the one place that knows how each is stored. Issue 46 item 1 stores only the decisions with something to say and
-derives the others here (docs/architecture.md), so that no reader changes with it."""
+"""A target's output tables as their readers see them (hash, verify, diff, explain, show, summarize, the GX checks,
+a live job's flush): the one place that knows how each is stored.
+
+A target stores only the decisions with something to say (`pipeline.exceptions`, issue 46); the others are a
+function of the journal and the policy, derived here by the decide pass (`pipeline.decide`). The table's latest
+commit says what it stores (`stored`), which seq ranges its runs decided (`covers`) and how (`decided_by`): the view
+is the stored rows and, in those ranges, the derived rows that are not exceptions. It equals, row for row, the table
+a target stored before (one row per journal row); a table without `stored` (an older Retrace's) is read as it is."""
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
+from replay.engine import pipeline
+from replay.io import checkpoints, journal
 from replay.io.lake import TargetDir
-from replay.io.store import TableStore, default_store
-from replay.model.jobs import SPEC_JOB
+from replay.io.store import TableStore, commit_metadata, default_store
+from replay.model.jobs import SPEC_JOB, Job
+from replay.model.policy import Policy
+
+EXCEPTIONS = "exceptions"  # a decisions commit's `stored`: the table holds the exceptions of the ranges it covers
 
 
 def require(where: TargetDir, names: Iterable[str], store: TableStore | None = None) -> None:
@@ -25,6 +36,94 @@ def require(where: TargetDir, names: Iterable[str], store: TableStore | None = N
 
 
 def read(spark: SparkSession, where: TargetDir, name: str, store: TableStore | None = None) -> DataFrame:
-    """Output table `name` of the target, every row of it (`require` it first for a clear error)."""
+    """Output table `name` of the target, every row of it (`require` it first for a clear error); the decisions
+    as their full view (`decisions`)."""
     store = store or default_store()
+    if name == "decisions":
+        return decisions(spark, where, store)
     return store.read(spark, where.table(name))
+
+
+def decisions(spark: SparkSession, where: TargetDir, store: TableStore | None = None, lo: int | None = None,
+              hi: int | None = None) -> DataFrame:
+    """The target's decisions, a row per journal row its runs decided (of seq [lo, hi) when given): the stored
+    exceptions, and the rows the decide pass gives for the rest of the ranges the table covers (computed once, as a
+    local checkpoint)."""
+    store = store or default_store()
+    path = where.table("decisions")
+    stored = store.read(spark, path)
+    meta = commit_metadata(spark, path) or {}
+    covers = _clipped(meta.get("covers") or [], lo, hi) if meta.get("stored") == EXCEPTIONS else []
+    if lo is not None or hi is not None:
+        stored = stored.where(F.col("seq").between(lo or 0, (hi if hi is not None else 2**62) - 1))
+    if not covers:
+        return stored
+    first, end = covers[0][0], covers[-1][1]
+    rows = journal.read(spark, where.lake, store).where(F.col("seq") < end)
+    job = decided_by(meta)
+    cp = checkpoints.load(spark, where, store, before_seq=first) if first > 0 else None
+    if cp is not None and cp.policy != meta.get("signature"):
+        cp = None  # made for another definition: start from the journal's start
+    history = None
+    if cp is not None:
+        history = rows.where(F.col("seq") <= cp.state.seq)
+        rows = rows.where(F.col("seq") > cp.state.seq)
+    found = pipeline.decide(rows, job, since_seq=first, partitions=meta.get("partitions"),
+                            continuing=pipeline.Continuing(cp and cp.state, history))
+    if found is None:
+        return stored
+    derived, cached = found
+    view = stored.unionByName(derived.where(~pipeline.exceptional() & _within(covers)).select(*stored.columns))
+    try:  # computed once: a reader queries it several times, and the pass's cached frames are freed now
+        return view.localCheckpoint(eager=True)
+    finally:
+        for df in cached:
+            df.unpersist()
+
+
+def exceptions(spark: SparkSession, where: TargetDir, store: TableStore | None = None) -> DataFrame:
+    """The target's decisions with something to say (`pipeline.exceptions`), without deriving the others: every
+    one is stored, whatever an older Retrace stored besides."""
+    store = store or default_store()
+    return store.read(spark, where.table("decisions")).where(pipeline.exceptional())
+
+
+def decided_by(meta: dict) -> Job:
+    """The job as its decisions depend on it (policy and fields), from a decisions commit's metadata."""
+    how = meta["decided_by"]
+    policy = Policy.from_dict(how["policy"], fields=tuple(n for n, _ in how["fields"]))
+    return Job(meta["job"], policy, fields=tuple(tuple(f) for f in how["fields"]))
+
+
+def stored_metadata(job: Job, partitions: list[int] | None, before: dict | None, lo: int, hi: int) -> dict:
+    """What a decisions commit of seq [lo, hi) records besides its run: that it stores exceptions, the ranges the
+    table covers after it (those `before` recorded, when it stored exceptions too, and [lo, hi)), and how the rest is
+    derived."""
+    earlier = (before or {}).get("covers") if (before or {}).get("stored") == EXCEPTIONS else None
+    return {"stored": EXCEPTIONS, "covers": merged([*(earlier or []), [lo, hi]]),
+            "decided_by": {"policy": job.policy.to_dict(), "fields": [list(f) for f in job.fields]},
+            "signature": job.signature(), "partitions": partitions}
+
+
+def merged(ranges: list[list[int]]) -> list[list[int]]:
+    """Seq ranges [lo, hi) as the fewest disjoint ones, in order."""
+    out: list[list[int]] = []
+    for lo, hi in sorted(r for r in ranges if r[0] < r[1]):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return out
+
+
+def _clipped(covers: list[list[int]], lo: int | None, hi: int | None) -> list[list[int]]:
+    lo, hi = lo or 0, hi if hi is not None else 2**62
+    return merged([[max(a, lo), min(b, hi)] for a, b in covers])
+
+
+def _within(covers: list[list[int]]):
+    seq = F.col("seq")
+    cond = F.lit(False)
+    for a, b in covers:
+        cond = cond | ((seq >= a) & (seq < b))
+    return cond

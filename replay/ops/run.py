@@ -15,7 +15,7 @@ from replay.io import checkpoints, faults, journal, lake_fs, lake_marker, locks
 from replay.io.lake import Lake, TargetDir
 from replay.io.paths import spark_path
 from replay.io.runs import describe, table_runs
-from replay.io.store import Replace, TableStore, default_store
+from replay.io.store import Replace, TableStore, commit_metadata, default_store
 from replay.model.durations import format_instant, parse_instant
 from replay.model.jobs import Job
 from replay.model.policy import policy_hash
@@ -101,31 +101,37 @@ def _run(spark: SparkSession, r: _Replay) -> RunSummary:
     if cp is not None:
         history = rows.where(F.col("seq") <= cp.state.seq)  # where earlier copies of a (partition, offset) are
         rows = rows.where(F.col("seq") > cp.state.seq)
-    partial, scratch = lo is not None or hi is not None, r.where.scratch()
-    # A whole replay's decisions are the table itself; a range's cover rows outside the range (from the
-    # checkpoint on), so they are kept aside and only the range is written.
-    materialize = ((lambda df: _materialize(df, scratch)) if partial
-                   else (lambda df: _written(store, df, r.where.table("decisions"), r.metadata("decisions", lo, hi))))
+    scratch = r.where.scratch()
+    # Every output reads the decided rows, kept aside as Parquet; the table stores only their exceptions
+    # (`outputs`): of a range, the range's.
+    partitions = journal.declared_partitions(spark, r.lake, store)
     with progress(spark, "replay") as step, _removed(scratch):
         step("decisions")
         faults.interrupt_point("replay")  # for the tests: a Ctrl-C here, or (replay+<seconds>) during the replay
-        out = engine.replay(rows, r.job, flush=hi is None, since_seq=lo, materialize=materialize,
-                            partitions=journal.declared_partitions(spark, r.lake, store),
+        out = engine.replay(rows, r.job, flush=hi is None, since_seq=lo, partitions=partitions,
+                            materialize=lambda df: _materialize(df, scratch),
                             continuing=engine.Continuing(cp and cp.state, history))
-        _commit(spark, store, r, out, (lo, hi), step)
+        covered = (lo or 0, hi if hi is not None else (rows.agg(F.max("seq")).first()[0] or -1) + 1)
+        _commit(spark, store, r, out, (lo, hi), step, partitions, covered)
     out.unpersist()
     return RunSummary(r.where.target, lo, hi, time.perf_counter() - began, cp and cp.batch, r.run_id,
                       r.journal_version)
 
 
-def _commit(spark: SparkSession, store: TableStore, r: _Replay, out: engine.Outputs, span, step) -> None:
-    """The outputs after the decisions, then the metrics; a range replay replaces only its rows."""
+def _commit(spark: SparkSession, store: TableStore, r: _Replay, out: engine.Outputs, span, step,
+            partitions: list[int] | None, covered: tuple[int, int]) -> None:
+    """The decisions' exceptions, the other outputs, then the metrics; a range replay replaces only its rows.
+    `covered`: the seq range the run decided, which the decisions commit adds to the table's `covers`."""
     lo, hi = span
     partial = lo is not None or hi is not None
     for name in ("decisions", "windows", "dead_letters", "watermarks"):
-        if name != "decisions" or partial:
-            step(name)
-            _write(store, getattr(out, name), r.where.table(name), name, span, r.metadata(name, lo, hi))
+        step(name)
+        path, meta = r.where.table(name), r.metadata(name, lo, hi)
+        if name == "decisions":
+            before = commit_metadata(spark, path) if partial and store.exists(path) else None
+            meta = {**meta, **outputs.stored_metadata(r.job, partitions, before, *covered)}
+        df = engine.exceptions(out.decisions) if name == "decisions" else getattr(out, name)
+        _write(store, df, path, name, span, meta)
         faults.interrupt_point(name)
     step("metrics")
     # metrics cover the whole target: a range replay's are recomputed from its tables (cheap to scan); a
@@ -183,14 +189,6 @@ def _materialize(df: DataFrame, folder: str) -> DataFrame:
     """Per-row results, read by every output, kept as Parquet: cheaper than Spark's cache at this size."""
     df.write.parquet(folder)
     return df.sparkSession.read.schema(df.schema).parquet(spark_path(folder))  # the lake path may hold `[`
-
-
-def _written(store: TableStore, df: DataFrame, path: str, metadata: dict) -> DataFrame:
-    """The decisions, written once as the table every other output then reads: from the files the overwrite
-    added, where it can (no state rebuild for each of the queries that read them)."""
-    version = store.write(df, path, mode="overwrite", metadata=metadata)
-    added = store.read_commit(df.sparkSession, path, version) if version is not None else None
-    return added if added is not None else store.read(df.sparkSession, path)
 
 
 @contextmanager

@@ -14,10 +14,16 @@ def summarize(spark: SparkSession, where: TargetDir, job: Job) -> dict:
     by reason. The events in windows are the sum of the job's aggregate that counts members (`count(*)`): with
     hopping windows that overlap an event is in several, so the sum is `window_memberships`; a job without
     such an aggregate has `windowed_events: null` and a note saying why (not 0)."""
-    decisions, windows, dead_letters = (outputs.read(spark, where, n) for n in ("decisions", "windows", "dead_letters"))
-    by_action = {r["action"]: r["n"] for r in decisions.where("kind = 'event'").groupBy("action")
+    windows, dead_letters, hourly = (outputs.read(spark, where, n) for n in ("windows", "dead_letters", "metrics"))
+    # every event with a reason or not accepted is stored; the metrics count the events and clock rows
+    exceptions = outputs.exceptions(spark, where)
+    totals = hourly.agg(F.sum("events").alias("events"), F.sum("clock_rows").alias("clock_rows")).first()
+    events = totals["events"] or 0
+    by_action = {r["action"]: r["n"] for r in exceptions.where("action != 'accepted'").groupBy("action")
                  .agg(F.count("*").alias("n")).collect()}
-    by_reason = {r["reason"]: r["n"] for r in decisions.select(F.explode("reasons").alias("reason"))
+    if events > sum(by_action.values()):
+        by_action["accepted"] = events - sum(by_action.values())
+    by_reason = {r["reason"]: r["n"] for r in exceptions.select(F.explode("reasons").alias("reason"))
                  .groupBy("reason").agg(F.count("*").alias("n")).collect()}
     letters = {r["reason"]: r["n"] for r in dead_letters.groupBy("reason").agg(F.count("*").alias("n")).collect()}
     counted = job.counting_aggregate
@@ -25,8 +31,8 @@ def summarize(spark: SparkSession, where: TargetDir, job: Job) -> dict:
     w = windows.agg(F.count("*").alias("windows"), windowed.alias("windowed"),
                     F.count(F.when(F.col("emitted_at").isNull(), 1)).alias("flushed")).first()
     return {
-        "events": sum(by_action.values()),
-        "clock_rows": decisions.where("kind = 'clock'").count(),
+        "events": events,
+        "clock_rows": totals["clock_rows"] or 0,
         "by_action": dict(sorted(by_action.items())),
         "by_reason": dict(sorted(by_reason.items())),
         "windows": w["windows"], **_in_windows(job, w["windowed"]), "flushed_windows": w["flushed"],

@@ -160,13 +160,20 @@ def compare(spark: SparkSession, target: TargetDir, replayed: TargetDir, lo: int
     `journal_version` of the journal (default: the latest)."""
     store = default_store()
     seq_hours = _seq_hours(spark, target.lake, store, journal_version)
-    diffs, hours = [], set()
+    diffs, hours, held = [], set(), {}
+
+    def read(where: TargetDir, table: str) -> DataFrame:
+        """Each side's table read once: the decisions are derived (`outputs`), and several comparisons use them."""
+        if (where.target, table) not in held:
+            held[where.target, table] = outputs.read(spark, where, table, store)
+        return held[where.target, table]
+
     for table in COMPARED:
         if table == "metrics":
-            ours, theirs = _metrics_sides(spark, store, target, replayed, lo, hi)
+            ours, theirs = _metrics_sides(read, target, replayed, lo, hi)
         else:
-            ours = in_range(outputs.read(spark, replayed, table, store), table, lo, hi)
-            theirs = in_range(outputs.read(spark, target, table, store), table, lo, hi)
+            ours = in_range(read(replayed, table), table, lo, hi)
+            theirs = in_range(read(target, table), table, lo, hi)
         columns = ours.columns
         absent = [c for c in columns if c not in theirs.columns]
         if absent:
@@ -177,21 +184,22 @@ def compare(spark: SparkSession, target: TargetDir, replayed: TargetDir, lo: int
     return VerifyReport(target.target, start, end, lo, hi, diffs, sorted(hours), journal_version=journal_version)
 
 
-def _metrics_sides(spark: SparkSession, store, target: TargetDir, replayed: TargetDir, lo: int | None,
+def _metrics_sides(read, target: TargetDir, replayed: TargetDir, lo: int | None,
                    hi: int | None) -> tuple[DataFrame, DataFrame]:
     """The metrics cover the whole target, hour by hour: the reference is what they are once the range's decisions
-    and dead letters are the replay's (the target's own outside it), over the hours the range's rows arrived in."""
+    and dead letters are the replay's (the target's own outside it), over the hours the range's rows arrived in.
+    `read(where, table)`: a side's table."""
     def composed(table: str) -> DataFrame:
-        ours = in_range(outputs.read(spark, replayed, table, store), table, lo, hi)
-        theirs = outputs.read(spark, target, table, store)
+        ours = in_range(read(replayed, table), table, lo, hi)
+        theirs = read(target, table)
         whole = lo is None and hi is None
         return ours if whole else ours.unionByName(theirs.where(~_range(table, lo, hi)).select(*ours.columns))
 
     decisions, letters = composed("decisions"), composed("dead_letters")
-    expected, actual = metrics.hourly(decisions, letters), outputs.read(spark, target, "metrics", store)
+    expected, actual = metrics.hourly(decisions, letters), read(target, "metrics")
     if lo is None and hi is None:
         return expected, actual
-    arrived = (in_range(outputs.read(spark, replayed, t, store), t, lo, hi).select("arrival_time")
+    arrived = (in_range(read(replayed, t), t, lo, hi).select("arrival_time")
                for t in ("decisions", "dead_letters"))
     span = next(arrived).unionByName(next(arrived)).agg(F.min(F.date_trunc("hour", "arrival_time")).alias("a"),
                                                        F.max(F.date_trunc("hour", "arrival_time")).alias("b")).first()

@@ -19,6 +19,7 @@ from replay.model.jobs import Job
 from replay.model.policy import Policy
 from replay.ops.run import run
 from replay.ops.verify import verify
+from replay.ops import outputs
 from tests.support import ROOT, target_dir
 
 POLICY = Policy.from_yaml(os.path.join(ROOT, "infra", "policies", "production.yaml"))
@@ -195,7 +196,7 @@ def test_malformed_lines_filling_a_whole_chunk_replay_like_any_other_journal(spa
         f.write("\n".join(json.dumps(event(o, second=o)) for o in (2, 3)) + "\n")
     ingest(spark, landing, lake)
     run(spark, lake, Job.spec(POLICY))
-    read = lambda name: default_store().read(spark, target_dir(lake, "production").table(name))  # noqa: E731
+    read = lambda name: outputs.read(spark, target_dir(lake, "production"), name)  # noqa: E731
     assert sorted(r["seq"] for r in read("decisions").collect()) == [0, 1, 8, 9]
     assert sorted(r["seq"] for r in read("dead_letters").where(F.col("reason") == "malformed").collect()) == [
         2, 3, 4, 5, 6, 7]

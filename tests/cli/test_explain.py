@@ -9,8 +9,8 @@ from pyspark.sql import functions as F
 
 from replay.cli import main as cli
 from replay.io import journal
-from replay.io.store import default_store
 from replay.model.durations import format_instant
+from replay.ops import outputs
 from tests.support import target_dir
 from tests.support.lakes import replayed_lake
 
@@ -51,7 +51,7 @@ def _explained(capsys, lake, *args) -> dict:
 
 
 def _table(spark, lake, name, target="production"):
-    return default_store().read(spark, target_dir(lake, target).table(name))
+    return outputs.read(spark, target_dir(lake, target), name)
 
 
 def _windows(spark, lake):

@@ -8,8 +8,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from replay.cli import main as cli
-from replay.io.store import default_store
 from replay.model.durations import format_instant
+from replay.ops import outputs
 from tests.support import target_dir
 from tests.support.lakes import replayed_lake
 
@@ -32,7 +32,7 @@ def _json_rows(capsys, lake, *args) -> list[dict]:
 
 
 def _table(spark, lake, name):
-    return default_store().read(spark, target_dir(lake, "production").table(name))
+    return outputs.read(spark, target_dir(lake, "production"), name)
 
 
 def test_windows_of_a_key_are_its_first_windows_by_start(spark, capsys, lake):

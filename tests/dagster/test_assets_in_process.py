@@ -18,6 +18,7 @@ from replay.model.jobs import Job
 from replay.model.policy import Policy
 from replay.ops.generate import StreamSpec, generate
 from tests.support import POLICY_FILE, hours_from, target_dir
+from replay.ops import outputs
 
 HOUR = "2024-01-01-00:00"
 SPEC = Job.spec(Policy.from_yaml(POLICY_FILE))
@@ -82,7 +83,7 @@ def _no_placeholder(metadata: dict) -> dict:
 def _decided(spark, lake, target):
     from pyspark.sql import functions as F
 
-    rows = (spark.read.format("delta").load(target_dir(lake, target).table("decisions")).where(F.col("kind") == "event")
+    rows = (outputs.read(spark, target_dir(lake, target), "decisions").where(F.col("kind") == "event")
             .select("seq", "action", "reasons", "timestamp").collect())
     return {r["seq"]: (r["action"], list(r["reasons"]), r["timestamp"]) for r in rows}
 

@@ -15,6 +15,7 @@ from replay.ops.hashing import table_digest
 from replay.ops.run import run
 from tests.support import target_dir
 from tests.support.dagster_fixtures import FIRST, FROM, LAST, OUTPUT_KEYS, PARTITION_STATS, POLICY_FILE, TO, backfill
+from replay.ops import outputs
 
 
 def test_the_backfill_succeeds(dagster_stack, range_backfill):
@@ -47,7 +48,7 @@ def test_the_backfill_writes_what_replay_run_writes_over_the_same_range(spark, d
         rows, _ = table_digest(expected)
         assert rows > 0 or table == "dead_letters", table
         assert table_digest(backfilled) == table_digest(expected), table
-    late = store.read(spark, target_dir(lake, "production").table("decisions")).where(f"arrival_time >= '{TO}'")
+    late = outputs.read(spark, target_dir(lake, "production"), "decisions").where(f"arrival_time >= '{TO}'")
     assert late.count() == 0, "the range ends at 02:00"
 
 

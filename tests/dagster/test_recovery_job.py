@@ -20,6 +20,7 @@ from replay.ops.generate import StreamSpec, generate
 from replay.ops.run import run
 from replay.ops.verify import verify
 from tests.support import POLICY_FILE, hours_from, target_dir
+from replay.ops import outputs
 
 TAMPERED_HOUR = "2024-01-01T01:00:00Z"
 SPEC = Job.spec(Policy.from_yaml(POLICY_FILE))
@@ -40,7 +41,7 @@ def tampered(spark, tmp_path_factory):
     store = default_store()
     path = target_dir(lake, "production").table("windows")
     windows = store.read(spark, path)
-    arrivals = store.read(spark, target_dir(lake, "production").table("decisions")).select(
+    arrivals = outputs.read(spark, target_dir(lake, "production"), "decisions").select(
         F.col("seq").alias("emitted_at"), "arrival_time")
     in_hour = F.col("arrival_time") >= F.lit(TAMPERED_HOUR).cast("timestamp")
     victim = (windows.join(arrivals, "emitted_at").where(in_hour)

@@ -9,11 +9,11 @@ from pyspark.sql import functions as F
 
 from replay.io import journal
 from replay.io.journal import ingest
-from replay.io.store import default_store
 from replay.model.jobs import Job
 from replay.model.policy import Policy
 from replay.ops.run import run
 from replay.ops.verify import journal_violations
+from replay.ops import outputs
 from tests.support import target_dir
 
 POLICY = Policy.from_dict({"window": {"kind": "tumbling", "size": "1m"}, "late_arrival_tolerance": "1h"})
@@ -32,7 +32,7 @@ def _write(folder: str, name: str, lines: list[str]) -> None:
 
 
 def _table(spark, lake: str, name: str):
-    return default_store().read(spark, target_dir(lake, "production").table(name))
+    return outputs.read(spark, target_dir(lake, "production"), name)
 
 
 def test_a_repeated_offset_is_journaled_then_quarantined_and_windowed_once(spark, tmp_path):
@@ -108,7 +108,7 @@ def test_a_live_batch_quarantines_an_offset_an_earlier_batch_had_and_counts_it_b
     assert [(q["partition"], q["offset"], q["reasons"]) for q in quarantined] == [
         (0, 1, ["duplicate"]), (1, 1, ["duplicate"])]
     run(spark, lake, Job.spec(POLICY), target="replayed")
-    replayed = lambda name: default_store().read(spark, target_dir(lake, "replayed").table(name))  # noqa: E731
+    replayed = lambda name: outputs.read(spark, target_dir(lake, "replayed"), name)  # noqa: E731
     assert sorted(_table(spark, lake, "decisions").collect()) == sorted(replayed("decisions").collect())
     # offset 1 after 2 in partition 0, a batch later: one backward offset, as the replay counts it
     assert sorted(_table(spark, lake, "metrics").collect()) == sorted(replayed("metrics").collect())

@@ -16,6 +16,7 @@ from replay.model.jobs import Job
 from replay.model.policy import Policy
 from replay.ops.generate import StreamSpec, generate
 from replay.ops.run import run
+from replay.ops import outputs
 from tests.support import target_dir
 
 
@@ -167,8 +168,7 @@ def handwritten(spark, tmp_path_factory):
     (landing / "part-00000.jsonl").write_text("\n".join(LINES) + "\n")
     result = ingest(spark, str(landing), lake)
     run(spark, lake, Job.spec(Policy.from_dict({"window": {"kind": "tumbling", "size": "1m"}})), target="t")
-    store = default_store()
-    read = lambda name: [r.asDict() for r in store.read(spark, target_dir(lake, "t").table(name)).collect()]  # noqa: E731
+    read = lambda name: [r.asDict() for r in outputs.read(spark, target_dir(lake, "t"), name).collect()]  # noqa: E731
     return {"result": result, "journal": _journal_rows(spark, lake), "decisions": read("decisions"),
             "dead_letters": read("dead_letters")}
 

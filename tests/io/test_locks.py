@@ -15,13 +15,13 @@ from pyspark.sql import functions as F
 from replay.io import journal, locks
 from replay.io.journal import ingest
 from replay.io.lake import Lake
-from replay.io.store import default_store
 from replay.model.jobs import Job
 from replay.model.policy import Policy
 from replay.ops.generate import StreamSpec, generate
 from replay.ops.hashing import target_hash
 from replay.ops.run import run
 from tests.support import ROOT, target_dir
+from replay.ops import outputs
 
 REPLAY = os.path.join(sys.prefix, "bin", "replay")
 POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")
@@ -161,7 +161,7 @@ def test_two_range_replays_at_once_leave_the_target_equal_to_one_replay(spark, t
             for _ in range(2)]
     results = [_finish(p) for p in runs]
     assert sorted(code for code, _, _ in results) in ([0, 0], [0, 3]), [r[2][-2000:] for r in results]
-    rows = default_store().read(spark, target_dir(lake).table("decisions"))
+    rows = outputs.read(spark, target_dir(lake), "decisions")
     assert rows.count() == rows.select("seq").distinct().count() == journal.read(spark, lake).where(
         F.col("kind").isin("event", "clock")).count()
     assert target_hash(spark, target_dir(lake, "production")) == target_hash(spark, target_dir(lake, "reference"))

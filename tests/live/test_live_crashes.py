@@ -21,6 +21,7 @@ from replay.ops.generate import StreamSpec, generate
 from replay.ops.hashing import target_hash
 from replay.ops.run import run
 from tests.support import ROOT, target_dir
+from replay.ops import outputs
 
 POLICY = {"late_arrival_tolerance": "5s", "out_of_order_tolerance": "1s", "idle_timeout": "30s",
           "window": {"kind": "tumbling", "size": "10s"}}
@@ -114,7 +115,7 @@ def test_each_batch_lands_once_in_every_table_despite_crashes_between_table_comm
         assert store.transaction_version(path, f"retrace-production-{table}") == max(per_batch)
         batches = batches or sorted(per_batch)
         assert sorted(per_batch) == batches == list(range(len(batches))), table
-    decisions = store.read(spark, target_dir(lake, "production").table("decisions"))
+    decisions = outputs.read(spark, target_dir(lake, "production"), "decisions")
     assert decisions.count() == decisions.select("seq").distinct().count() == journal.read(spark, lake).count()
 
 

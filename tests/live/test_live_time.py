@@ -18,6 +18,7 @@ from replay.model.jobs import Job
 from replay.model.policy import Policy
 from replay.ops.hashing import target_hash
 from replay.ops.run import run
+from replay.ops import outputs
 from tests.support import target_dir
 from tests.support.live import stream_files
 from tests.support.receivers import HttpReceiver
@@ -42,7 +43,7 @@ def _events(partition: int, first_offset: int, times: list[datetime]) -> list[di
 
 
 def _table(spark, lake, name, target="production"):
-    return default_store().read(spark, target_dir(lake, target).table(name))
+    return outputs.read(spark, target_dir(lake, target), name)
 
 
 def _emitted(spark, lake) -> int:

@@ -13,6 +13,7 @@ from replay.cli.main import main
 from tests.support import target_dir
 from tests.support.browser import ARTIFACTS
 from tests.support.lakes import EVENTS_PER_PARTITION, LATE_EVERY, PARTITIONS, known_lateness
+from replay.ops import outputs
 
 # each candidate is one engine replay (~4 s here): few, around the known lateness
 GRIDS = ["--late-grid", "1s,2s,30s,1m,2m", "--out-of-order-grid", "1s,2s,5s"]
@@ -71,7 +72,7 @@ def test_replaying_the_recommended_policy_adjusts_exactly_the_predicted_events(a
     policy = advised["root"] / "recommended.yaml"
     policy.write_text(yaml.safe_dump(advice["recommended_policy"]))
     assert main(["run", "--lake", advised["lake"], "--policy", str(policy), "--target", "recommended"]) == 0
-    decisions = spark.read.format("delta").load(target_dir(advised["lake"], "recommended").table("decisions"))
+    decisions = outputs.read(spark, target_dir(advised["lake"], "recommended"), "decisions")
     events = decisions.where(F.col("kind") == "event")
     assert events.where(F.col("action") == "adjusted").count() == advice["predicted"]["adjusted"]
     assert events.where(F.col("action") == "dropped").count() == advice["predicted"]["dropped"]

@@ -18,6 +18,7 @@ from replay.model.policy import Policy
 from replay.ops.generate import StreamSpec, generate
 from replay.ops.hashing import HASHED, table_digest, target_hash
 from replay.ops.run import run
+from replay.ops import outputs
 from tests.support import ROOT, target_dir
 from tests.support.session_settings import production_settings
 
@@ -43,7 +44,7 @@ def full(spark, stream):
 
 
 def _read(spark, lake, target, table):
-    return default_store().read(spark, target_dir(lake, target).table(table))
+    return outputs.read(spark, target_dir(lake, target), table)
 
 
 def test_each_decision_carries_its_journal_rows_arrival_key_and_value(spark, stream, full):

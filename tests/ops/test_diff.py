@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from replay.cli.main import main
 from tests.support import target_dir
 from tests.support.lakes import known_lateness
+from replay.ops import outputs
 
 WINDOW = {"kind": "tumbling", "size": "10s"}
 
@@ -54,13 +55,13 @@ def test_another_late_tolerance_reports_exactly_the_events_whose_decision_change
     from replay.ops.diff import changed_events
 
     def decided(target):
-        rows = (spark.read.format("delta").load(target_dir(targets["lake"], target).table("decisions"))
+        rows = (outputs.read(spark, target_dir(targets["lake"], target), "decisions")
                 .where(F.col("kind") == "event").select("seq", "action", "reasons", "timestamp").collect())
         return {r["seq"]: (r["action"], list(r["reasons"]), r["timestamp"]) for r in rows}
 
     a, b = decided("production"), decided("whatif")
     expected = {seq for seq in a if a[seq] != b[seq]}
-    tables = {t: spark.read.format("delta").load(target_dir(targets["lake"], t).table("decisions"))
+    tables = {t: outputs.read(spark, target_dir(targets["lake"], t), "decisions")
               for t in ("production", "whatif")}
     found = {r["seq"] for r in changed_events(tables["production"], tables["whatif"]).collect()}
     assert expected and found == expected

@@ -13,13 +13,14 @@ from pyspark.sql import functions as F
 
 from replay.io import journal
 from replay.io.lake import OUTPUT_TABLES
-from replay.io.store import commit_metadata, default_store
+from replay.io.store import commit_metadata
 from replay.model.jobs import Job
 from replay.model.policy import Policy
 from replay.ops.generate import StreamSpec, generate
 from replay.ops.hashing import target_hash
 from replay.ops.run import run
 from tests.support import POLICY_FILE, target_dir
+from replay.ops import outputs
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def test_every_commit_of_a_run_records_the_journal_version_it_read(spark, versio
     lake, v0 = versions["lake"], versions["v0"]
     assert versions["before"].journal_version == v0
     assert _recorded(spark, lake, "before") == {name: v0 for name in OUTPUT_TABLES}
-    decided = default_store().read(spark, target_dir(lake, "before").table("decisions")).agg(F.max("seq")).first()[0]
+    decided = outputs.read(spark, target_dir(lake, "before"), "decisions").agg(F.max("seq")).first()[0]
     assert decided == journal.read(spark, lake, version=v0).agg(F.max("seq")).first()[0]
 
 

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from orchestration.alerting import check_failure_alert
 from replay.io.lake import OUTPUT_TABLES as TABLES
 from replay.io.store import default_store
-from tests.support import target_dir
+from tests.support import copy_table, target_dir
 from tests.support.quality_location import CHECKS, FIRST_HOUR, LAST_HOUR, definitions, materialize
 
 PARTITION = f"{FIRST_HOUR}...{LAST_HOUR}"
@@ -95,18 +95,16 @@ def test_a_failed_check_alerts_the_webhook_once_naming_asset_partition_check_and
 def tampered(spark, clean):
     """Copies of the clean run's outputs: `dup-window` with one window row twice, `lost-decision` with
     one dropped event's decision row deleted."""
-    store = default_store()
+    production = target_dir(clean.lake, "production")
     for target in ("dup-window", "lost-decision"):
         for name in TABLES:
-            df = store.read(spark, target_dir(clean.lake, "production").table(name))
-            store.write(df, target_dir(clean.lake, target).table(name), mode="overwrite")
-    windows = store.read(spark, target_dir(clean.lake, "production").table("windows"))
-    store.write(windows.unionByName(windows.orderBy("window_start", "key").limit(1)),
-                target_dir(clean.lake, "dup-window").table("windows"), mode="overwrite")
-    decisions = store.read(spark, target_dir(clean.lake, "production").table("decisions"))
-    victim = decisions.where("action = 'dropped'").agg(F.min("seq")).first()[0]
-    store.write(decisions.where(F.col("seq") != victim), target_dir(clean.lake, "lost-decision").table("decisions"),
-                mode="overwrite")
+            copy_table(spark, production.table(name), target_dir(clean.lake, target).table(name))
+    copy_table(spark, production.table("windows"), target_dir(clean.lake, "dup-window").table("windows"),
+               lambda windows: windows.unionByName(windows.orderBy("window_start", "key").limit(1)))
+    stored = default_store().read(spark, production.table("decisions"))  # a dropped event's is a stored row
+    victim = stored.where("action = 'dropped'").agg(F.min("seq")).first()[0]
+    copy_table(spark, production.table("decisions"), target_dir(clean.lake, "lost-decision").table("decisions"),
+               lambda decisions: decisions.where(F.col("seq") != victim))
     return clean
 
 

@@ -13,7 +13,7 @@ from replay.io.lake import OUTPUT_TABLES as TABLES
 from replay.io.store import default_store
 from replay.model.jobs import Job
 from replay.model.policy import Policy
-from tests.support import target_dir
+from tests.support import copy_table, target_dir
 from tests.support.quality_location import POLICY_FILE
 
 SPEC = Job.spec(Policy.from_yaml(POLICY_FILE))
@@ -95,7 +95,8 @@ def copies(spark, clean):
     read = lambda target, name: store.read(spark, target_dir(clean.lake, target).table(name))  # noqa: E731
     for target in ("recount", "no-letter"):
         for name in TABLES:
-            store.write(read("production", name), target_dir(clean.lake, target).table(name), mode="overwrite")
+            copy_table(spark, target_dir(clean.lake, "production").table(name),
+                       target_dir(clean.lake, target).table(name))
     windows = read("production", "windows")
     first = windows.where(F.col("emitted_at").isNotNull()).orderBy("emitted_at", "key").first()
     one = (F.col("window_start") == F.lit(first["window_start"])) & (F.col("key") == F.lit(first["key"]))

@@ -20,3 +20,13 @@ def hours_from(start: str = "2024-01-01T00:00:00Z"):
     from assets.partitions import hourly
 
     return hourly(datetime.fromisoformat(start.replace("Z", "+00:00")))
+
+
+def copy_table(spark, source: str, dest: str, change=None) -> None:
+    """A copy of the Delta table at `source` (with `change(df)` applied), its latest commit's metadata kept: a
+    decisions table that stores exceptions stays one (`replay.ops.outputs`), the same rows read from it."""
+    from replay.io.store import commit_metadata, default_store
+
+    store = default_store()
+    df = store.read(spark, source)
+    store.write(change(df) if change else df, dest, mode="overwrite", metadata=commit_metadata(spark, source))
