@@ -22,6 +22,7 @@ from replay.model.policy import policy_hash
 from replay.ops import outputs
 from replay.ops.run import arrival_hours
 
+
 def commit_derived(live, consumer) -> None:
     """What `consumer`'s batches left to the flush: its metrics, then its watermark timeline, from the decisions of
     the rows after what each covers (derived once when both start at the same row, as they usually do)."""

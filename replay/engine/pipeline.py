@@ -258,7 +258,7 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
 
 
 def decide(journal: DataFrame, job: Job, *, since_seq: int | None = None, partitions: list[int] | None = None,
-              continuing: Continuing | None = None) -> tuple[DataFrame, list[DataFrame]] | None:
+           continuing: Continuing | None = None) -> tuple[DataFrame, list[DataFrame]] | None:
     """The decisions alone (spec 3 and 4, the watermarks and the output watermark; no windows, no writes), as
     `replay` computes them: the rows a target stores only as its exceptions are derived from these
     (`replay.ops.outputs`). With the DataFrames cached for them (free them when done); None without rows."""
@@ -271,11 +271,12 @@ def decide(journal: DataFrame, job: Job, *, since_seq: int | None = None, partit
 
 def exceptions(decisions: DataFrame) -> DataFrame:
     """The decisions with something to say (issue 46): an event with a reason, or one not accepted as it came.
-    What a target stores; every other row follows from the journal and the policy (`decisions`)."""
+    What a target stores; every other row follows from the journal and the policy (`decide`)."""
     return decisions.where(exceptional())
 
 
 def exceptional() -> Column:
+    """The condition `exceptions` keeps rows by."""
     return (F.col("kind") == "event") & ((F.col("action") != "accepted") | (F.size("reasons") > 0))
 
 
