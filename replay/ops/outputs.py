@@ -18,7 +18,7 @@ from replay.io import checkpoints, journal
 from replay.io.lake import TargetDir
 from replay.io.store import TableStore, commit_metadata, default_store
 from replay.model.jobs import SPEC_JOB, Job
-from replay.model.policy import Policy
+from replay.model.policy import SUBSTREAM_COLUMNS, Policy
 
 EXCEPTIONS = "exceptions"  # a decisions commit's `stored`: the table holds the exceptions of the ranges it covers
 
@@ -91,7 +91,7 @@ def exceptions(spark: SparkSession, where: TargetDir, store: TableStore | None =
 def decided_by(meta: dict) -> Job:
     """The job as its decisions depend on it (policy and fields), from a decisions commit's metadata."""
     how = meta["decided_by"]
-    policy = Policy.from_dict(how["policy"], fields=tuple(n for n, _ in how["fields"]))
+    policy = Policy.from_dict(how["policy"], fields=SUBSTREAM_COLUMNS + tuple(n for n, _ in how["fields"]))
     return Job(meta["job"], policy, fields=tuple(tuple(f) for f in how["fields"]))
 
 

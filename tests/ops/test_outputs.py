@@ -87,5 +87,15 @@ def test_a_decisions_table_that_says_nothing_of_what_it_stores_is_read_as_it_is(
     assert table_digest(outputs.read(spark, where, "decisions")) == table_digest(decided["every"])
 
 
+@pytest.mark.parametrize("substream_by", ["key", "region"])
+def test_the_job_a_commit_records_decides_as_the_job_did(substream_by):
+    """What the view derives with (`decided_by`): the policy and fields, a substream over `key` or a field too."""
+    job = Job.define("sensors", {"window": {"kind": "tumbling", "size": "1m"}, "substream_by": substream_by},
+                     fields={"region": "payload:region::string"}, aggregates={"n": "count(*)"})
+    meta = {"job": job.name, **outputs.stored_metadata(job, None, None, 0, 10)}
+    again = outputs.decided_by(meta)
+    assert (again.policy, again.fields) == (job.policy, job.fields)
+
+
 def test_covered_ranges_merge_into_the_fewest():
     assert outputs.merged([[10, 20], [0, 5], [5, 8], [19, 30], [40, 40]]) == [[0, 8], [10, 30]]
