@@ -41,8 +41,8 @@ def test_there_are_conformance_cases():
 RUNNER_CASES = ("asa_ordering_policy_drop", "atlas_idle_timeout", "cti_every_ten_events_delay_drop",
                 "drop_policies_and_quarantine", "hopping_overlap", "partitions_independent",
                 "session_closed_and_late_events_touching_it", "source_strategy_with_late_tolerance",
-                "substreams_over_a_payload_field_raised_by_a_punctuation", "window_closed_dead_letters",
-                "arrival_time_tumbling")
+                "substreams_over_a_payload_field_raised_by_a_punctuation", "asa_watermark_substreams",
+                "window_closed_dead_letters", "arrival_time_tumbling")
 
 
 @pytest.mark.parametrize("path", CASES, ids=[_stem(p) for p in CASES])
