@@ -209,6 +209,13 @@ class Continuing:
     history: DataFrame | None = None
     keep_state: bool = False
 
+    @classmethod
+    def after(cls, journal: DataFrame, state: State | None) -> tuple[DataFrame, "Continuing"]:
+        """The journal rows after a checkpoint's `state` (all of them without one), and where they continue from."""
+        if state is None:
+            return journal, cls()
+        return journal.where(F.col("seq") > state.seq), cls(state, journal.where(F.col("seq") <= state.seq))
+
 
 def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int | None = None,
            materialize: Callable[[DataFrame], DataFrame] | None = None, partitions: list[int] | None = None,

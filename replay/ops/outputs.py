@@ -64,12 +64,8 @@ def decisions(spark: SparkSession, where: TargetDir, store: TableStore | None = 
     cp = checkpoints.load(spark, where, store, before_seq=first) if first > 0 else None
     if cp is not None and cp.policy != meta.get("signature"):
         cp = None  # made for another definition: start from the journal's start
-    history = None
-    if cp is not None:
-        history = rows.where(F.col("seq") <= cp.state.seq)
-        rows = rows.where(F.col("seq") > cp.state.seq)
-    found = pipeline.decide(rows, job, since_seq=first, partitions=meta.get("partitions"),
-                            continuing=pipeline.Continuing(cp and cp.state, history))
+    rows, continuing = pipeline.Continuing.after(rows, cp and cp.state)
+    found = pipeline.decide(rows, job, since_seq=first, partitions=meta.get("partitions"), continuing=continuing)
     if found is None:
         return stored
     derived, cached = found
@@ -85,7 +81,7 @@ def exceptions(spark: SparkSession, where: TargetDir, store: TableStore | None =
     """The target's decisions with something to say (`pipeline.exceptions`), without deriving the others: every
     one is stored, whatever an older Retrace stored besides."""
     store = store or default_store()
-    return store.read(spark, where.table("decisions")).where(pipeline.exceptional())
+    return pipeline.exceptions(store.read(spark, where.table("decisions")))
 
 
 def decided_by(meta: dict) -> Job:

@@ -97,10 +97,7 @@ def _run(spark: SparkSession, r: _Replay) -> RunSummary:
     if hi is not None:
         rows = rows.where(F.col("seq") < hi)
     cp = _checkpoint_before(spark, r.checkpoints_of, r.job, lo, store)
-    history = None
-    if cp is not None:
-        history = rows.where(F.col("seq") <= cp.state.seq)  # where earlier copies of a (partition, offset) are
-        rows = rows.where(F.col("seq") > cp.state.seq)
+    rows, continuing = engine.Continuing.after(rows, cp and cp.state)
     scratch = r.where.scratch()
     # Every output reads the decided rows, kept aside as Parquet; the table stores only their exceptions
     # (`outputs`): of a range, the range's.
@@ -110,7 +107,7 @@ def _run(spark: SparkSession, r: _Replay) -> RunSummary:
         faults.interrupt_point("replay")  # for the tests: a Ctrl-C here, or (replay+<seconds>) during the replay
         out = engine.replay(rows, r.job, flush=hi is None, since_seq=lo, partitions=partitions,
                             materialize=lambda df: _materialize(df, scratch),
-                            continuing=engine.Continuing(cp and cp.state, history))
+                            continuing=continuing)
         covered = (lo or 0, hi if hi is not None else (rows.agg(F.max("seq")).first()[0] or -1) + 1)
         _commit(spark, store, r, out, (lo, hi), step, partitions, covered)
     out.unpersist()
