@@ -157,6 +157,9 @@ def _run(sub) -> argparse.ArgumentParser:
     _range(r, "replay")
     _target(r, "the target to write")
     _wait(r)
+    r.add_argument("--hash", action="store_true",
+                   help="print the target's output hash too (as `replay hash` does; after a whole replay, from the "
+                        "rows at hand)")
     return r
 
 

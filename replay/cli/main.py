@@ -142,10 +142,10 @@ def cmd_run(a) -> int:
                           "--target", a.target, *(["--from", a.start] if a.start else []),
                           *(["--to", a.end] if a.end else [])])
         interrupts.on_stop(lambda: interrupted(spark, where, run_id, again))
-        s = run(spark, a.lake, job, target=a.target, start=a.start, end=a.end, run_id=run_id)
+        s = run(spark, a.lake, job, target=a.target, start=a.start, end=a.end, run_id=run_id, hashed=a.hash)
     print(json.dumps({"job": job.name, "target": s.target, "seq_from": s.seq_from, "seq_to": s.seq_to,
                       "journal_version": s.journal_version, **summarize(spark, where, job),
-                      "seconds": round(s.seconds, 2)}, indent=2))
+                      **({"output_hash": s.output_hash} if a.hash else {}), "seconds": round(s.seconds, 2)}, indent=2))
     return 0
 
 

@@ -44,14 +44,13 @@ def run_demo(work: str = ".retrace", events: int = 200_000, policy_file: str | N
 
 def _replayed(spark, lake: str, job: Job, say) -> dict:
     """`replay run` of one job into target `production`: what its target holds and its output hash."""
-    from replay.ops.hashing import target_hash
     from replay.ops.run import run
     from replay.ops.summarize import summarize
 
     say(f"demo: replaying {job.describe()} into target 'production'")
-    s = run(spark, lake, job)
+    s = run(spark, lake, job, hashed=True)
     where = Lake(lake).target(job.name, "production")
-    return {**summarize(spark, where, job), "output_hash": target_hash(spark, where), "outputs": where.folder,
+    return {**summarize(spark, where, job), "output_hash": s.output_hash, "outputs": where.folder,
             "seconds": round(s.seconds, 1)}
 
 

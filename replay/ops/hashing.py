@@ -4,6 +4,7 @@ letters, watermarks, metrics): all of them are a function of the journal and the
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -29,9 +30,14 @@ def target_hash(spark: SparkSession, where: TargetDir) -> str:
     of a half-written state."""
     store = default_store()
     check_whole(spark, where, store)
-    h = hashlib.sha256()
     outputs.require(where, HASHED, store)
+    return digest({name: outputs.read(spark, where, name, store) for name in HASHED})
+
+
+def digest(tables: Mapping[str, DataFrame]) -> str:
+    """The hash of a target whose output tables (every row: the decisions as their full view) are `tables`."""
+    h = hashlib.sha256()
     for name in HASHED:
-        n, s = table_digest(outputs.read(spark, where, name, store))
+        n, s = table_digest(tables[name])
         h.update(f"{name}:{n}:{s}\n".encode())
     return h.hexdigest()

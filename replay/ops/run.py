@@ -20,7 +20,7 @@ from replay.model.durations import format_instant, parse_instant
 from replay.model.jobs import Job
 from replay.model.policy import policy_hash
 from replay.ops.progress import progress
-from replay.ops import outputs
+from replay.ops import hashing, outputs
 
 WRITER = "replay run"  # a commit's `writer`: which program wrote it
 
@@ -34,6 +34,7 @@ class RunSummary:
     checkpoint: int | None = None  # the checkpoint (batch) the replay started from, if any
     run_id: str = ""  # recorded in every commit's userMetadata
     journal_version: int | None = None  # the journal version every pass read, recorded in every commit too
+    output_hash: str | None = None  # the target's `replay hash`, when asked for
 
 
 @dataclass(frozen=True)
@@ -69,13 +70,14 @@ def admit(spark: SparkSession, lake: str, job: Job) -> None:
 
 def run(spark: SparkSession, lake: str, job: Job, target: str = "production", start: str | None = None,
         end: str | None = None, *, checkpoints_of: str | None = None, run_id: str | None = None,
-        journal_version: int | None = None) -> RunSummary:
+        journal_version: int | None = None, hashed: bool = False) -> RunSummary:
     """Replay the journal (or the arrival range [start, end)) into `target` of `job`. A range replay starts from
     the latest checkpoint before `start` of target `checkpoints_of` (default: `target`), made for this job and
     policy. Holds the target's lock: one writer at a time. Every commit records `run_id` (default: a new one),
     so a target whose tables come from different runs (an interrupted run) can be told apart (`replay.io.runs`).
     Every read of the journal is of one version, `journal_version` (default: the latest when the run starts), which
-    every commit records: an ingest committing during the run is not seen, not even by some of its passes."""
+    every commit records: an ingest committing during the run is not seen, not even by some of its passes.
+    `hashed`: the summary gives the target's output hash (`replay hash`)."""
     admit(spark, lake, job)
     if journal_version is not None:
         journal.pinned_version(lake, wanted=journal_version)  # a version the journal lacks: refused before the lock
@@ -85,10 +87,10 @@ def run(spark: SparkSession, lake: str, job: Job, target: str = "production", st
             lake_fs.of(left).remove_tree(left)
         pinned = journal.pinned_version(lake, wanted=journal_version)  # taken as the run starts, under its lock
         return _run(spark, _Replay(lake, job, where, start, end, Lake(lake).target(job.name, checkpoints_of or target),
-                                   run_id or new_run_id(), pinned))
+                                   run_id or new_run_id(), pinned), hashed)
 
 
-def _run(spark: SparkSession, r: _Replay) -> RunSummary:
+def _run(spark: SparkSession, r: _Replay, hashed: bool) -> RunSummary:
     began, store = time.perf_counter(), default_store()
     rows = journal.read(spark, r.lake, store, r.journal_version)
     if r.job.fields:
@@ -110,9 +112,19 @@ def _run(spark: SparkSession, r: _Replay) -> RunSummary:
                             continuing=continuing)
         covered = (lo or 0, hi if hi is not None else (rows.agg(F.max("seq")).first()[0] or -1) + 1)
         _commit(spark, store, r, out, (lo, hi), step, partitions, covered)
+        digest = _hash(spark, store, r.where, out, whole=lo is None and hi is None) if hashed else None
     out.unpersist()
     return RunSummary(r.where.target, lo, hi, time.perf_counter() - began, cp and cp.batch, r.run_id,
-                      r.journal_version)
+                      r.journal_version, digest)
+
+
+def _hash(spark: SparkSession, store: TableStore, where: TargetDir, out: engine.Outputs, whole: bool) -> str:
+    """The target's output hash. A whole replay's decided rows are every row of the decisions view, at hand: hashed
+    as they are instead of derived again from the journal (a decide pass); a range replay's target holds others."""
+    if not whole:
+        return hashing.target_hash(spark, where)
+    tables = {name: store.read(spark, where.table(name)) for name in hashing.HASHED if name != "decisions"}
+    return hashing.digest({**tables, "decisions": out.decisions})
 
 
 def _commit(spark: SparkSession, store: TableStore, r: _Replay, out: engine.Outputs, span, step,
