@@ -108,7 +108,7 @@ def job_outputs(job: Job, partitions: dg.PartitionsDefinition) -> dg.AssetsDefin
 def _replayed(context: dg.AssetExecutionContext, config: ReplayConfig, job: Job):
     """Replay the run's partition window for `job` (with the run's override) and materialize every table."""
     from replay.io.lake import Lake
-    from replay.io.store import default_store
+    from replay.ops import outputs
     from replay.ops.hashing import target_hash
     from replay.ops.run import run
     from replay.ops.verify import in_range
@@ -128,12 +128,14 @@ def _replayed(context: dg.AssetExecutionContext, config: ReplayConfig, job: Job)
               "policy": dg.MetadataValue.json(this.policy.to_dict()),
               "policy_override": dg.MetadataValue.json(config.policy_override or {}),
               "seconds": round(summary.seconds, 2)}
-    for name in OUTPUT_TABLES:
-        df = default_store().read(spark, where.table(name))
+    tables = {name: outputs.read(spark, where, name) for name in OUTPUT_TABLES}  # the decisions: every row
+    span = lambda df, name: in_range(df, name, summary.seq_from, summary.seq_to)  # noqa: E731
+    for name, df in tables.items():
         # metrics are recomputed over the whole target; the other tables count the rows of the range
-        rows = df.count() if name == "metrics" else in_range(df, name, summary.seq_from, summary.seq_to).count()
-        extra = ({"target_hash": target_hash(spark, where), **diff_metadata(spark, retrace.lake, this, where.target,
-                                                                            (start, end))}
+        rows = df.count() if name == "metrics" else span(df, name).count()
+        extra = ({"target_hash": target_hash(spark, where, tables),
+                  "exceptions": span(outputs.exceptions(spark, where), name).count(),
+                  **diff_metadata(spark, retrace.lake, this, where.target, (start, end))}
                  if name == "decisions" else {})
         yield dg.MaterializeResult(asset_key=[job.name, name], metadata={
             **common, "rows": rows, **extra, "path": dg.MetadataValue.path(where.table(name))})

@@ -25,13 +25,15 @@ def table_digest(df: DataFrame) -> tuple[int, int]:
     return int(r["n"]), int(r["h"])
 
 
-def target_hash(spark: SparkSession, where: TargetDir) -> str:
+def target_hash(spark: SparkSession, where: TargetDir, tables: Mapping[str, DataFrame] | None = None) -> str:
     """Refuses (replay.io.runs.MixedRuns) a target whose tables come from different runs: its hash would be
-    of a half-written state."""
-    store = default_store()
+    of a half-written state. `tables`: those of its output tables (as `outputs.read` gives them) a caller has read
+    already."""
+    store, tables = default_store(), tables or {}
     check_whole(spark, where, store)
     outputs.require(where, HASHED, store)
-    return digest({name: outputs.read(spark, where, name, store) for name in HASHED})
+    return digest({name: tables[name] if name in tables else outputs.read(spark, where, name, store)
+                   for name in HASHED})
 
 
 def digest(tables: Mapping[str, DataFrame]) -> str:

@@ -73,6 +73,15 @@ def test_a_shadow_target_with_a_policy_override_leaves_production_alone(spark, r
     assert not os.path.exists(target_dir(retrace.lake, "production").table("decisions"))
 
 
+def test_a_replays_decisions_count_every_decision_of_its_range_and_its_exceptions(spark, retrace):
+    dg.materialize([journal], partition_key=HOUR, resources={"retrace": retrace})
+    result = dg.materialize([OUTPUTS], partition_key=HOUR, resources={"retrace": retrace},
+                            run_config={"ops": {OUTPUTS.op.name: {"config": {"target": "counted"}}}})
+    m, where = _metadata(result, "default/decisions"), target_dir(retrace.lake, "counted")
+    assert m["rows"] == outputs.read(spark, where, "decisions").count() > m["exceptions"]
+    assert m["exceptions"] == outputs.exceptions(spark, where).count() > 0
+
+
 def _no_placeholder(metadata: dict) -> dict:
     """The metadata has no value standing for "none" (an empty text, -1), which the UI would show as a value."""
     placeholders = {k: v for k, v in metadata.items() if v == "" or v == -1}
