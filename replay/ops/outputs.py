@@ -3,9 +3,10 @@ a live job's flush): the one place that knows how each is stored.
 
 A target stores only the decisions with something to say (`pipeline.exceptions`, issue 46); the others are a
 function of the journal and the policy, derived here by the decide pass (`pipeline.decide`). The table's latest
-commit says what it stores (`stored`), which seq ranges its runs decided (`covers`) and how (`decided_by`): the view
-is the stored rows and, in those ranges, the derived rows that are not exceptions. It equals, row for row, the table
-a target stored before (one row per journal row); a table without `stored` (an older Retrace's) is read as it is."""
+commit says what it stores (`stored`), which seq ranges its runs decided and how (`decided`: the policy, fields
+and source partitions of each range): the view is the stored rows and, in those ranges, the derived rows that are
+not exceptions. It equals, row for row, the table a target stored before (one row per journal row); a table
+without `stored` (an older Retrace's) is read as it is."""
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -47,34 +48,47 @@ def read(spark: SparkSession, where: TargetDir, name: str, store: TableStore | N
 def decisions(spark: SparkSession, where: TargetDir, store: TableStore | None = None, lo: int | None = None,
               hi: int | None = None) -> DataFrame:
     """The target's decisions, a row per journal row its runs decided (of seq [lo, hi) when given): the stored
-    exceptions, and the rows the decide pass gives for the rest of the ranges the table covers (computed once, as a
-    local checkpoint)."""
+    exceptions, and the rows the decide pass gives for the rest of the ranges the table covers, each range as the
+    run that covered it decided (computed once, as a local checkpoint)."""
     store = store or default_store()
     path = where.table("decisions")
     stored = store.read(spark, path)
     meta = commit_metadata(spark, path) or {}
-    covers = _clipped(meta.get("covers") or [], lo, hi) if meta.get("stored") == EXCEPTIONS else []
     if lo is not None or hi is not None:
         stored = stored.where(F.col("seq").between(lo or 0, (hi if hi is not None else 2**62) - 1))
-    if not covers:
-        return stored
-    first, end = covers[0][0], covers[-1][1]
-    rows = journal.read(spark, where.lake, store).where(F.col("seq") < end)
-    job = decided_by(meta)
-    cp = checkpoints.load(spark, where, store, before_seq=first) if first > 0 else None
-    if cp is not None and cp.policy != meta.get("signature"):
-        cp = None  # made for another definition: start from the journal's start
-    rows, continuing = pipeline.Continuing.after(rows, cp and cp.state)
-    found = pipeline.decide(rows, job, since_seq=first, partitions=meta.get("partitions"), continuing=continuing)
-    if found is None:
-        return stored
-    derived, cached = found
-    view = stored.unionByName(derived.where(~pipeline.exceptional() & _within(covers)).select(*stored.columns))
-    try:  # computed once: a reader queries it several times, and the pass's cached frames are freed now
+    groups = [g for g in ({**g, "covers": _clipped(g["covers"], lo, hi)} for g in decided_ranges(meta)) if g["covers"]]
+    view, cached = stored, []
+    for group in groups:
+        found = _derived(spark, where, store, meta["job"], group)
+        if found is not None:
+            derived, more = found
+            view, cached = view.unionByName(derived.select(*stored.columns)), cached + more
+    if not cached:
+        return view
+    try:  # computed once: a reader queries it several times, and the passes' cached frames are freed now
         return view.localCheckpoint(eager=True)
     finally:
         for df in cached:
             df.unpersist()
+
+
+def _derived(spark: SparkSession, where: TargetDir, store: TableStore, job_name: str, group: dict):
+    """(the rows the decide pass gives in the group's ranges that are not exceptions, the pass's cached frames);
+    None when it decides nothing. From the target's latest checkpoint before the first range, when that was made
+    for the same job and policy."""
+    covers = group["covers"]
+    first, end = covers[0][0], covers[-1][1]
+    rows = journal.read(spark, where.lake, store).where(F.col("seq") < end)
+    cp = checkpoints.load(spark, where, store, before_seq=first) if first > 0 else None
+    if cp is not None and cp.policy != group["signature"]:
+        cp = None  # made for another definition: start from the journal's start
+    rows, continuing = pipeline.Continuing.after(rows, cp and cp.state)
+    found = pipeline.decide(rows, decided_by(job_name, group), since_seq=first, partitions=group["partitions"],
+                            continuing=continuing)
+    if found is None:
+        return None
+    derived, cached = found
+    return derived.where(~pipeline.exceptional() & _within(covers)), cached
 
 
 def exceptions(spark: SparkSession, where: TargetDir, store: TableStore | None = None) -> DataFrame:
@@ -84,21 +98,42 @@ def exceptions(spark: SparkSession, where: TargetDir, store: TableStore | None =
     return pipeline.exceptions(store.read(spark, where.table("decisions")))
 
 
-def decided_by(meta: dict) -> Job:
-    """The job as its decisions depend on it (policy and fields), from a decisions commit's metadata."""
-    how = meta["decided_by"]
-    policy = Policy.from_dict(how["policy"], fields=SUBSTREAM_COLUMNS + tuple(n for n, _ in how["fields"]))
-    return Job(meta["job"], policy, fields=tuple(tuple(f) for f in how["fields"]))
+HOW = ("decided_by", "signature", "partitions")  # what a covered range was decided with, besides the journal
+
+
+def decided_by(job_name: str, how: dict) -> Job:
+    """The job as its decisions depend on it (policy and fields), from what a decisions commit records of a range."""
+    decided = how["decided_by"]
+    policy = Policy.from_dict(decided["policy"], fields=SUBSTREAM_COLUMNS + tuple(n for n, _ in decided["fields"]))
+    return Job(job_name, policy, fields=tuple(tuple(f) for f in decided["fields"]))
+
+
+def decided_ranges(meta: dict) -> list[dict]:
+    """The seq ranges a decisions table covers, grouped by how they were decided (`covers`, and the `HOW` keys);
+    none unless it stores exceptions. A commit of stop 61 recorded one group, at the top level."""
+    if meta.get("stored") != EXCEPTIONS:
+        return []
+    if "decided" in meta:
+        return meta["decided"]
+    return [{"covers": meta.get("covers") or [], **{k: meta.get(k) for k in HOW}}]
 
 
 def stored_metadata(job: Job, partitions: list[int] | None, before: dict | None, lo: int, hi: int) -> dict:
-    """What a decisions commit of seq [lo, hi) records besides its run: that it stores exceptions, the ranges the
-    table covers after it (those `before` recorded, when it stored exceptions too, and [lo, hi)), and how the rest is
-    derived."""
-    earlier = (before or {}).get("covers") if (before or {}).get("stored") == EXCEPTIONS else None
-    return {"stored": EXCEPTIONS, "covers": merged([*(earlier or []), [lo, hi]]),
-            "decided_by": {"policy": job.policy.to_dict(), "fields": [list(f) for f in job.fields]},
-            "signature": job.signature(), "partitions": partitions}
+    """What a decisions commit of seq [lo, hi) records besides its run: that it stores exceptions, and the ranges
+    the table covers after it, grouped by how they were decided: those `before` recorded, less [lo, hi), and
+    [lo, hi) as `job` with the source's `partitions` decided it (a range replay with another policy, or after a
+    partition was declared, leaves the earlier ranges as they were decided)."""
+    partitions = None if partitions is None else list(partitions)
+    how = {"decided_by": {"policy": job.policy.to_dict(), "fields": [list(f) for f in job.fields]},
+           "signature": job.signature(), "partitions": partitions}
+    groups = [{**g, "covers": rest} for g in decided_ranges(before or {})
+              if (rest := _without(g["covers"], lo, hi))]
+    same = [g for g in groups if (g["signature"], g["partitions"]) == (how["signature"], partitions)]
+    if same:
+        same[0]["covers"] = merged([*same[0]["covers"], [lo, hi]])
+    else:
+        groups.append({**how, "covers": [[lo, hi]]})
+    return {"stored": EXCEPTIONS, "covers": merged([r for g in groups for r in g["covers"]]), "decided": groups}
 
 
 def merged(ranges: list[list[int]]) -> list[list[int]]:
@@ -115,6 +150,11 @@ def merged(ranges: list[list[int]]) -> list[list[int]]:
 def _clipped(covers: list[list[int]], lo: int | None, hi: int | None) -> list[list[int]]:
     lo, hi = lo or 0, hi if hi is not None else 2**62
     return merged([[max(a, lo), min(b, hi)] for a, b in covers])
+
+
+def _without(covers: list[list[int]], lo: int, hi: int) -> list[list[int]]:
+    """The seq ranges less [lo, hi)."""
+    return merged([piece for a, b in covers for piece in ([a, min(b, lo)], [max(a, hi), b])])
 
 
 def _within(covers: list[list[int]]):

@@ -92,9 +92,38 @@ def test_the_job_a_commit_records_decides_as_the_job_did(substream_by):
     """What the view derives with (`decided_by`): the policy and fields, a substream over `key` or a field too."""
     job = Job.define("sensors", {"window": {"kind": "tumbling", "size": "1m"}, "substream_by": substream_by},
                      fields={"region": "payload:region::string"}, aggregates={"n": "count(*)"})
-    meta = {"job": job.name, **outputs.stored_metadata(job, None, None, 0, 10)}
-    again = outputs.decided_by(meta)
+    [how] = outputs.decided_ranges(outputs.stored_metadata(job, None, None, 0, 10))
+    again = outputs.decided_by(job.name, how)
     assert (again.policy, again.fields) == (job.policy, job.fields)
+
+
+def test_a_range_decided_otherwise_keeps_the_earlier_ranges_as_they_were_decided():
+    job = Job.spec(Policy.from_yaml(POLICY_FILE))
+    whole = outputs.stored_metadata(job, [0, 1], None, 0, 100)
+    declared = outputs.stored_metadata(job, [0, 1, 2], whole, 40, 60)  # a partition declared, then [40, 60) again
+    assert [(g["covers"], g["partitions"]) for g in outputs.decided_ranges(declared)] == \
+        [([[0, 40], [60, 100]], [0, 1]), ([[40, 60]], [0, 1, 2])]
+    again = outputs.stored_metadata(job, [0, 1], declared, 30, 70)
+    assert [(g["covers"], g["partitions"]) for g in outputs.decided_ranges(again)] == [([[0, 100]], [0, 1])]
+    assert again["covers"] == [[0, 100]]
+
+
+def test_a_range_replayed_with_another_policy_reads_as_each_run_decided_it(spark, decided):
+    """A what-if over the second hour into a target replayed whole: the first hour as the first policy decided it."""
+    lake, lo = decided["lake"], decided["range_from"]
+    other = Job.spec(Policy.from_dict({**Policy.from_yaml(POLICY_FILE).to_dict(), "late_arrival_tolerance": "0s",
+                                       "out_of_order_tolerance": "0s"}))
+    run(spark, lake, Job.spec(Policy.from_yaml(POLICY_FILE)), target="mixed")
+    run(spark, lake, other, target="mixed", start=SECOND_HOUR)
+    out = pipeline.replay(journal.read(spark, lake), other, partitions=journal.declared_partitions(spark, lake))
+    theirs = spark.createDataFrame(out.decisions.collect(), out.decisions.schema)
+    out.unpersist()
+    ours = decided["every"]
+    assert pipeline.exceptions(theirs.where(F.col("seq") < lo)).count() != \
+        pipeline.exceptions(ours.where(F.col("seq") < lo)).count()  # the policies decide the first hour otherwise
+    view = outputs.read(spark, Lake(lake).target("default", "mixed"), "decisions")
+    each = ours.where(F.col("seq") < lo).unionByName(theirs.where(F.col("seq") >= lo))
+    assert table_digest(view) == table_digest(each)
 
 
 def test_covered_ranges_merge_into_the_fewest():
