@@ -53,12 +53,20 @@ def test_materializing_the_journal_ingests_the_landing_files_once(spark, retrace
     assert _no_placeholder(again)  # nothing ingested: no journal version rather than -1
 
 
-def test_a_shadow_target_with_a_policy_override_leaves_production_alone(spark, retrace):
+OVERRIDE = {"late_arrival_tolerance": "30s", "window": {"kind": "tumbling", "size": "5m"}}
+
+
+@pytest.fixture(scope="module")
+def shadow(spark, retrace):
+    """The hour replayed into a shadow target with a policy override."""
     dg.materialize([journal], partition_key=HOUR, resources={"retrace": retrace})
-    override = {"late_arrival_tolerance": "30s", "window": {"kind": "tumbling", "size": "5m"}}
-    result = dg.materialize(
+    return dg.materialize(
         [OUTPUTS], partition_key=HOUR, resources={"retrace": retrace},
-        run_config={"ops": {OUTPUTS.op.name: {"config": {"target": "shadow-what-if", "policy_override": override}}}})
+        run_config={"ops": {OUTPUTS.op.name: {"config": {"target": "shadow-what-if", "policy_override": OVERRIDE}}}})
+
+
+def test_a_shadow_target_with_a_policy_override_leaves_production_alone(spark, retrace, shadow):
+    result, override = shadow, OVERRIDE
     assert result.success
     m = _metadata(result, "default/windows")
     expected = Policy.from_dict({**Policy.from_yaml(POLICY_FILE).to_dict(), **override}).to_dict()
@@ -73,11 +81,8 @@ def test_a_shadow_target_with_a_policy_override_leaves_production_alone(spark, r
     assert not os.path.exists(target_dir(retrace.lake, "production").table("decisions"))
 
 
-def test_a_replays_decisions_count_every_decision_of_its_range_and_its_exceptions(spark, retrace):
-    dg.materialize([journal], partition_key=HOUR, resources={"retrace": retrace})
-    result = dg.materialize([OUTPUTS], partition_key=HOUR, resources={"retrace": retrace},
-                            run_config={"ops": {OUTPUTS.op.name: {"config": {"target": "counted"}}}})
-    m, where = _metadata(result, "default/decisions"), target_dir(retrace.lake, "counted")
+def test_a_replays_decisions_count_every_decision_of_its_range_and_its_exceptions(spark, retrace, shadow):
+    m, where = _metadata(shadow, "default/decisions"), target_dir(retrace.lake, "shadow-what-if")
     assert m["rows"] == outputs.read(spark, where, "decisions").count() > m["exceptions"]
     assert m["exceptions"] == outputs.exceptions(spark, where).count() > 0
 
