@@ -32,11 +32,11 @@ def target_hash(spark: SparkSession, where: TargetDir, tables: Mapping[str, Data
     store, tables = default_store(), tables or {}
     check_whole(spark, where, store)
     outputs.require(where, HASHED, store)
-    return digest({name: tables[name] if name in tables else outputs.read(spark, where, name, store)
+    return _digest({name: tables[name] if name in tables else outputs.read(spark, where, name, store)
                    for name in HASHED})
 
 
-def digest(tables: Mapping[str, DataFrame]) -> str:
+def _digest(tables: Mapping[str, DataFrame]) -> str:
     """The hash of a target whose output tables (every row: the decisions as their full view) are `tables`."""
     h = hashlib.sha256()
     for name in HASHED:

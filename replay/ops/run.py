@@ -112,19 +112,16 @@ def _run(spark: SparkSession, r: _Replay, hashed: bool) -> RunSummary:
                             continuing=continuing)
         covered = (lo or 0, hi if hi is not None else (rows.agg(F.max("seq")).first()[0] or -1) + 1)
         _commit(spark, store, r, out, (lo, hi), step, partitions, covered)
-        digest = _hash(spark, store, r.where, out, whole=lo is None and hi is None) if hashed else None
+        digest = _hash(spark, r.where, out, whole=lo is None and hi is None) if hashed else None
     out.unpersist()
     return RunSummary(r.where.target, lo, hi, time.perf_counter() - began, cp and cp.batch, r.run_id,
                       r.journal_version, digest)
 
 
-def _hash(spark: SparkSession, store: TableStore, where: TargetDir, out: engine.Outputs, whole: bool) -> str:
+def _hash(spark: SparkSession, where: TargetDir, out: engine.Outputs, whole: bool) -> str:
     """The target's output hash. A whole replay's decided rows are every row of the decisions view, at hand: hashed
     as they are instead of derived again from the journal (a decide pass); a range replay's target holds others."""
-    if not whole:
-        return hashing.target_hash(spark, where)
-    tables = {name: store.read(spark, where.table(name)) for name in hashing.HASHED if name != "decisions"}
-    return hashing.digest({**tables, "decisions": out.decisions})
+    return hashing.target_hash(spark, where, {"decisions": out.decisions} if whole else None)
 
 
 def _commit(spark: SparkSession, store: TableStore, r: _Replay, out: engine.Outputs, span, step,
