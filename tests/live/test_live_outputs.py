@@ -121,28 +121,33 @@ def _rows_from(spark, lake, target, lo):
     return out
 
 
-def test_a_replay_from_a_mid_point_checkpoint_gives_the_suffix_of_the_outputs(spark, live_lake):
-    lake = live_lake
+@pytest.fixture(scope="module")
+def whole(spark, live_lake):
+    """`replay run` of the live journal into target `whole`, which the suffix and metrics tests compare to."""
+    run(spark, live_lake, Job.spec(POLICY), target="whole")
+    return live_lake
+
+
+def test_a_replay_from_a_mid_point_checkpoint_gives_the_suffix_of_the_outputs(spark, whole):
+    lake = whole
     rows = journal.read(spark, lake)
     middle = rows.agg(F.percentile_approx(F.unix_micros("arrival_time"), 0.5)).first()[0]
     start = F.timestamp_micros(F.lit(middle))
     start_iso = spark.range(1).select(F.date_format(start, "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'")).first()[0]
     s = run(spark, lake, Job.spec(POLICY), target="suffix", start=start_iso, checkpoints_of="production")
     assert s.checkpoint is not None and s.checkpoint > 0
-    run(spark, lake, Job.spec(POLICY), target="whole")
     assert _rows_from(spark, lake, "suffix", s.seq_from) == _rows_from(spark, lake, "whole", s.seq_from)
 
 
-def test_live_metrics_merged_per_batch_equal_a_replays_bit_for_bit(spark, live_lake):
+def test_live_metrics_merged_per_batch_equal_a_replays_bit_for_bit(spark, whole):
     """Each batch merges its own rows' metrics into the table; the table ends equal to a replay's, averages too."""
-    run(spark, live_lake, Job.spec(POLICY), target="metrics")
-    store = default_store()
+    live_lake, store = whole, default_store()
 
     def rows(target):
         df = store.read(spark, target_dir(live_lake, target).table("metrics"))
         return sorted(tuple(r) for r in df.collect())
 
-    assert rows("production") == rows("metrics")
+    assert rows("production") == rows("whole")
     assert sum(r[2] for r in rows("production")) == 3000  # every event counted once (column `events`)
 
 
