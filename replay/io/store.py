@@ -117,10 +117,17 @@ class DeltaStore:
         return found.rows(spark)
 
     def read_current(self, spark: SparkSession, path: str) -> DataFrame:
-        """The table's rows: from the files of its latest commit when that commit overwrote the whole table
-        (a table rewritten at every live batch, such as the metrics: no rebuild of its state), else as `read`."""
-        version = self.version(path)
-        found = None if version is None else _added(spark, path, version)
+        """The table's rows at its latest version (as of this call, not of each query), read from the data files
+        its checksum lists, or from those of its latest commit when that commit overwrote the whole table; else as
+        `read`. Why: Delta's reader rebuilds a table's state from its log at each new version first (three or four
+        Spark jobs, about 0.15 s each here), and every output a replay writes is a new version read once after."""
+        snapshot = _delta_log(spark, path).update(False, _none(), _none())
+        if snapshot.version() < 0:
+            return self.read(spark, path)
+        listed = _listed_rows(spark, path, snapshot)
+        if listed is not None:
+            return listed
+        found = _added(spark, path, int(snapshot.version()))
         return found.rows(spark) if found is not None and found.whole else self.read(spark, path)
 
     def version(self, path: str) -> int | None:
@@ -207,6 +214,24 @@ class _Added:
         if not self.files:
             return spark.createDataFrame([], self.schema)
         return _parquet_rows(spark, self.schema, self.files)
+
+
+def _listed_rows(spark: SparkSession, path: str, snapshot) -> DataFrame | None:
+    """The rows of a snapshot of a plain table (_plain_table) from the files its checksum lists (`allFilesInCrc`:
+    written for tables of few files); None without that list, or with a deletion vector on a file."""
+    if not _plain_table(snapshot.metadata()) or not snapshot.checksumOpt().isDefined():
+        return None
+    listed = snapshot.checksumOpt().get().allFiles()
+    if not listed.isDefined():
+        return None
+    log, files, adds = _delta_log(spark, path), [], listed.get().iterator()
+    while adds.hasNext():
+        add = adds.next()
+        if add.deletionVector() is not None:
+            return None
+        files.append(spark_path(add.absolutePath(log).toString()))
+    schema = StructType.fromJson(json.loads(snapshot.metadata().schema().json()))
+    return _parquet_rows(spark, schema, files) if files else spark.createDataFrame([], schema)
 
 
 def _parquet_rows(spark: SparkSession, schema: StructType, files: list[str]) -> DataFrame:

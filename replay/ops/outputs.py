@@ -42,7 +42,7 @@ def read(spark: SparkSession, where: TargetDir, name: str, store: TableStore | N
     store = store or default_store()
     if name == "decisions":
         return decisions(spark, where, store)
-    return store.read(spark, where.table(name))
+    return store.read_current(spark, where.table(name))
 
 
 def decisions(spark: SparkSession, where: TargetDir, store: TableStore | None = None, lo: int | None = None,
@@ -52,7 +52,7 @@ def decisions(spark: SparkSession, where: TargetDir, store: TableStore | None = 
     run that covered it decided (computed once, as a local checkpoint)."""
     store = store or default_store()
     path = where.table("decisions")
-    stored = store.read(spark, path)
+    stored = store.read_current(spark, path)
     meta = commit_metadata(spark, path) or {}
     if lo is not None or hi is not None:
         stored = stored.where(F.col("seq").between(lo or 0, (hi if hi is not None else 2**62) - 1))

@@ -238,6 +238,19 @@ def test_a_table_whose_latest_commit_overwrote_it_is_read_from_that_commits_file
     assert sorted(r["seq"] for r in rows) == [2, 3]
 
 
+def test_a_table_is_read_as_it_is_now_from_the_files_its_checksum_lists_without_rebuilding_its_state(spark,
+                                                                                                        tmp_path):
+    """Appends and a range replace, then the output tables' read: the latest version's rows, in one Spark job (Delta's
+    reader rebuilds the state first)."""
+    store, path = DeltaStore(), str(tmp_path / "t")
+    store.write(spark.createDataFrame([(1,), (5,)], "seq long").repartition(2, "seq"), path)
+    store.write(spark.createDataFrame([(2,)], "seq long"), path)
+    store.write(spark.createDataFrame([(6,)], "seq long"), path, replace=Replace("seq", 5))
+    rows = []
+    assert _jobs_of(spark, lambda: rows.extend(store.read_current(spark, path).collect())) == 1
+    assert sorted(r["seq"] for r in rows) == sorted(r["seq"] for r in store.read(spark, path).collect()) == [1, 2, 6]
+
+
 def test_a_table_whose_latest_commit_appended_is_read_whole(spark, tmp_path):
     store, path = DeltaStore(), str(tmp_path / "t")
     store.write(spark.createDataFrame([(1,)], "seq long"), path, mode="overwrite")
