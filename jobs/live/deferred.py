@@ -55,7 +55,7 @@ def commit_metrics(live, consumer, derive) -> None:
     if upto <= start:
         return
     decided = {"decisions": derive(start, upto),
-               "dead_letters": store.read(spark, where.table("dead_letters"))
+               "dead_letters": store.read_current(spark, where.table("dead_letters"))
                .where(F.col("seq").between(start, upto - 1))}
     if table is None:
         merged = metrics.hourly(decided["decisions"], decided["dead_letters"])
@@ -80,7 +80,7 @@ def commit_timeline(live, consumer, derive) -> None:
     reached, start = {}, 0
     if store.exists(path):
         meta = commit_metadata(spark, path) or {}
-        ends = store.read(spark, path).groupBy("partition").agg(F.max("seq").alias("seq"),
+        ends = store.read_current(spark, path).groupBy("partition").agg(F.max("seq").alias("seq"),
                                                                 F.max(F.unix_micros("watermark")).alias("wp"))
         for r in ends.collect():
             reached[r["partition"]] = r["wp"]
