@@ -80,8 +80,8 @@ def commit_timeline(live, consumer, derive) -> None:
     reached, start = {}, 0
     if store.exists(path):
         meta = commit_metadata(spark, path) or {}
-        ends = store.read_current(spark, path).groupBy("partition").agg(F.max("seq").alias("seq"),
-                                                                F.max(F.unix_micros("watermark")).alias("wp"))
+        ends = store.read_current(spark, path).groupBy("partition").agg(
+            F.max("seq").alias("seq"), F.max(F.unix_micros("watermark")).alias("wp"))
         for r in ends.collect():
             reached[r["partition"]] = r["wp"]
             start = max(start, r["seq"] + 1)
