@@ -121,10 +121,11 @@ class DeltaStore:
         its checksum lists, or from those of its latest commit when that commit overwrote the whole table; else as
         `read`. Why: Delta's reader rebuilds a table's state from its log at each new version first (three or four
         Spark jobs, about 0.15 s each here), and every output a replay writes is a new version read once after."""
-        snapshot = _delta_log(spark, path).update(False, _none(), _none())
+        log = _delta_log(spark, path)
+        snapshot = log.update(False, _none(), _none())
         if snapshot.version() < 0:
             return self.read(spark, path)
-        listed = _listed_rows(spark, path, snapshot)
+        listed = _listed_rows(spark, log, snapshot)
         if listed is not None:
             return listed
         found = _added(spark, path, int(snapshot.version()))
@@ -216,15 +217,16 @@ class _Added:
         return _parquet_rows(spark, self.schema, self.files)
 
 
-def _listed_rows(spark: SparkSession, path: str, snapshot) -> DataFrame | None:
+def _listed_rows(spark: SparkSession, log, snapshot) -> DataFrame | None:
     """The rows of a snapshot of a plain table (_plain_table) from the files its checksum lists (`allFilesInCrc`:
-    written for tables of few files); None without that list, or with a deletion vector on a file."""
+    written for tables of few files); None without that list, or with a deletion vector on a file. `log`: the
+    table's DeltaLog, which the files' paths are relative to."""
     if not _plain_table(snapshot.metadata()) or not snapshot.checksumOpt().isDefined():
         return None
     listed = snapshot.checksumOpt().get().allFiles()
     if not listed.isDefined():
         return None
-    log, files, adds = _delta_log(spark, path), [], listed.get().iterator()
+    files, adds = [], listed.get().iterator()
     while adds.hasNext():
         add = adds.next()
         if add.deletionVector() is not None:
