@@ -53,6 +53,14 @@ def test_a_replay_asked_for_its_hash_gives_the_hash_of_its_target(spark, stream,
     assert again.output_hash == target_hash(spark, target_dir(stream["lake"], "again"))
 
 
+def test_a_range_replay_asked_for_its_hash_gives_the_hash_of_its_target(spark, stream):
+    """A range replay hashes its target as `replay hash` does (no decided rows at hand stand for the whole target)."""
+    middle = journal.read(spark, stream["lake"]).agg(F.percentile_approx(F.unix_micros("arrival_time"), 0.5)).first()[0]
+    ranged = run(spark, stream["lake"], Job.spec(stream["policy"]), target="range-hashed", hashed=True,
+                 start=format_instant(middle))
+    assert ranged.seq_from and ranged.output_hash == target_hash(spark, target_dir(stream["lake"], "range-hashed"))
+
+
 def _read(spark, lake, target, table):
     return outputs.read(spark, target_dir(lake, target), table)
 
