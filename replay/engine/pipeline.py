@@ -52,9 +52,10 @@ def _micros(c: str) -> Column:
     return F.coalesce(F.unix_micros(c), F.lit(NEG))
 
 
-def decision_rows(decided: DataFrame) -> DataFrame:
+def decision_rows(decided: DataFrame, fields: tuple[str, ...] = ()) -> DataFrame:
     """The decisions table: a row per journal row, times as UTC timestamps, with the row's key and value
-    and its partition's watermark, so that every other output can be computed from this table alone."""
+    and its partition's watermark (and a job's `fields`), so that every other output can be computed from this
+    table alone."""
     return decided.select(
         "seq", "partition", "offset", "kind", "action", "reasons",
         _instant("timestamp").alias("timestamp"),
@@ -62,7 +63,7 @@ def decision_rows(decided: DataFrame) -> DataFrame:
         _instant("output_watermark").alias("output_watermark"),
         F.timestamp_micros("arrival").alias("arrival_time"),
         "key", "value",
-        _instant("wp").alias("partition_watermark"),
+        _instant("wp").alias("partition_watermark"), *fields,
     )
 
 
@@ -97,25 +98,31 @@ class Prepared:
 
 
 def prepare(journal: DataFrame, history: DataFrame | None = None, whole: bool = False,
-            policy: Policy | None = None, substream: Column | None = None) -> Prepared:
+            policy: Policy | None = None, substream: Column | None = None,
+            fields: tuple[tuple[str, str], ...] = ()) -> Prepared:
     """Journal rows the semantics act on (events, clocks and the source's punctuations), times in integer
     microseconds, with `duplicate`: a record (event or punctuation) whose (partition, offset) appeared at an earlier
     seq, in `journal` or in `history` (the journal rows before it, when `journal` continues from a checkpoint).
-    `substream`: the value that names a row's substream (`substream_column`), as column `sub`.
+    `substream`: the value that names a row's substream (`substream_column`), as column `sub`. `fields`: a job's
+    fields (name, expression), each a column of its events (null on other rows): computed in the journal's scan and
+    carried through the passes, not joined to the decided rows afterwards by seq (a shuffle, or a broadcast of
+    every event's fields).
 
     Offsets usually rise in every partition: then nothing repeats. When `whole` (`journal` continues no earlier
     rows: no `history`, no state), one pass on the executors over the rows where they lie (`first_pass`) shows
     it, and gives the metrics their backward offsets and `policy`'s watermark its chunk maxima. Else repeated
     (partition, offset) pairs are found by one aggregation; they are usually few, so the rows meet them in a
     broadcast join."""
-    source = journal if substream is None else job_sql.with_payload(journal)
+    source = journal if substream is None and not fields else job_sql.with_payload(journal)
+    is_event = F.col("kind") == "event"
     every = source.select(
         "seq", "partition", "offset", "kind",
         F.unix_micros("arrival_time").alias("arrival"),
         F.unix_micros("event_time").alias("et"),
         "key", "value", *([] if substream is None else [substream.alias("sub")]),
+        *(F.when(is_event, F.expr(e)).alias(n) for n, e in fields),
     )
-    columns = (*_PREPARED, *([] if substream is None else ["sub"]))
+    columns = (*_PREPARED, *([] if substream is None else ["sub"]), *(n for n, _ in fields))
     rows = every.where(_acted_on())
     no_repeats = rows.select(*columns, F.lit(False).alias("duplicate"))
     backward = None
@@ -291,8 +298,10 @@ def _decide(journal: DataFrame, job: Job, c: Continuing, partitions: list[int] |
     """Steps 1-4 and the output watermark over `journal`: (prepared, decided, scopes before, the engine's rows with
     their output watermark, what raises it, the decision rows, the cached DataFrames), or None without rows."""
     policy, state = job.policy, c.state or State()
-    prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, substream_column(job))
-    d = watermarks.decide(prepared.rows, policy, state, partitions, prepared.maxima, prepared.lying)
+    prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, substream_column(job),
+                       job.fields)
+    carried = tuple(n for n, _ in job.fields)
+    d = watermarks.decide(prepared.rows, policy, state, partitions, prepared.maxima, prepared.lying, carried)
     if d is None:
         for df in prepared.cached:
             df.unpersist()
@@ -300,9 +309,7 @@ def _decide(journal: DataFrame, job: Job, c: Continuing, partitions: list[int] |
     cached = [d.rows, *prepared.cached]
     scopes_before = {s: state.scope(s) for s in _scopes(policy, d.wp_start.values)}
     full, raised = _with_output_watermark(d, policy, state, scopes_before, cached)
-    rows = decision_rows(full)
-    if job.fields:  # the decisions table carries the job's fields
-        rows = rows.join(job_sql.fields(journal, job), "seq", "left")
+    rows = decision_rows(full, carried)  # the decisions table carries the job's fields
     return prepared, d, scopes_before, full, raised, rows, cached
 
 

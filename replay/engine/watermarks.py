@@ -115,16 +115,18 @@ STRETCH_CELLS = 1_000_000  # partitions x stretches up to which the watermark pa
 
 
 def decide(rows: DataFrame, policy: Policy, state: State | None = None, partitions: list[int] | None = None,
-           maxima: list[tuple[int, int, int, int]] | None = None, lying: AsTheyLie | None = None) -> Decided | None:
+           maxima: list[tuple[int, int, int, int]] | None = None, lying: AsTheyLie | None = None,
+           carried: tuple[str, ...] = ()) -> Decided | None:
     """Journal rows (engine.prepare) -> decisions, continuing from `state`. `partitions`: the partitions of the
     source when known up front (else those with rows). `maxima`: (chunk, partition, max of the floor term, max
     of the event term) of the rows, when a pass over them found these already (`pipeline.first_pass`), and
-    `lying`, the same rows where that pass found them. None when there are no rows."""
+    `lying`, the same rows where that pass found them. `carried`: columns of `rows` the decisions keep as they are
+    (a job's fields). None when there are no rows."""
     state = state or State()
     rows = rows.withColumn("chunk", chunk_column())
     if policy.punctuated:  # never with timestamp_by: arrival_time (the policy refuses it)
         return _punctuated(arrival_checks(rows, policy), policy, state, partitions)
-    return _bounded(rows, policy, state, partitions, maxima, lying)
+    return _bounded(rows, policy, state, partitions, maxima, lying, carried)
 
 
 def _source_partitions(seen, state: State, partitions: list[int] | None) -> list[int]:
@@ -163,7 +165,8 @@ def contributions(rows: DataFrame, policy: Policy) -> DataFrame:
 
 
 def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int] | None,
-             maxima: list[tuple[int, int, int, int]] | None, lying: AsTheyLie | None) -> Decided | None:
+             maxima: list[tuple[int, int, int, int]] | None, lying: AsTheyLie | None,
+             carried: tuple[str, ...] = ()) -> Decided | None:
     """W_s = max(max over kept events of the scope of t - O, max over all rows of the partition of
     arrival - L). An out-of-order event never raises it, so the maxima may include every event."""
     if maxima is None:
@@ -185,9 +188,10 @@ def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int
     if lying is not None and len(parts) * len(lying.stretches.first) <= STRETCH_CELLS:
         s = lying.stretches
         floor, events = _term_starts(s.maxima, parts, state, (0, len(s.first) - 1))
-        decided = _partition_scopes(lying.rows.withColumn("chunk", chunk_column()), policy, floor.combine(events), s)
+        decided = _partition_scopes(lying.rows.withColumn("chunk", chunk_column()), policy, floor.combine(events), s,
+                                    carried)
     else:
-        decided = _partition_scopes(rows, policy, wp_start)
+        decided = _partition_scopes(rows, policy, wp_start, carried=carried)
     return Decided(decided, wp_start, after)
 
 
@@ -202,7 +206,7 @@ def _term_starts(maxima: list[tuple[int, int, int, int]], parts: list[int], stat
 
 
 def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts,
-                      where: kernels.Stretches | None = None) -> DataFrame:
+                      where: kernels.Stretches | None = None, carried: tuple[str, ...] = ()) -> DataFrame:
     """Scope = partition: `wp`, the partition's running max of its contribution `c` from the chunk's (or with
     `where`, the stretch's) start value, `w_before`, its value before the row, and the merged output watermark,
     all found by numpy on the executors (`kernels.running_watermarks`). What travels there as Arrow is what the
@@ -211,7 +215,7 @@ def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts,
     c = F.greatest("floor_c", F.coalesce("event_c", F.lit(NEG)))
     narrow = contributions(rows, policy).select(
         "seq", "partition", "offset", _kind_code().alias("_kind"), "arrival", "et", "key", "value",
-        "duplicate", "chunk", c.alias("c"), *(["row"] if where is not None else []))
+        "duplicate", "chunk", c.alias("c"), *(["row"] if where is not None else []), *carried)
     ran = kernels.running_watermarks(narrow, start, merged=not policy.independent, where=where)
     kind = F.when(F.col("_kind") == 0, "event").when(F.col("_kind") == 1, "clock").otherwise("punctuation")
     ran = ran.withColumn("kind", kind).drop("_kind", "c", "row")
