@@ -31,10 +31,11 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q "$@"
 }
 
-need_java() { ! java -version 2>&1 | grep -q 'version "17'; }
+# the JDK, not only the runtime: set-up compiles the engine's JVM operator (replay/engine/jvm) with its javac
+need_java() { ! java -version 2>&1 | grep -q 'version "17' || ! javac -version 2>&1 | grep -q '^javac 17'; }
 if need_java; then
-  step "installing OpenJDK 17"
-  apt_install openjdk-17-jre-headless
+  step "installing OpenJDK 17 (the JDK)"
+  apt_install openjdk-17-jdk-headless
 fi
 if ! command -v mvn >/dev/null 2>&1; then
   step "installing Maven"
@@ -101,8 +102,24 @@ if [ -n "$maven" ]; then
   step "resolved the ${unresolved[*]} jars"
 fi
 
+# The engine's JVM operator (replay/engine/jvm/**/*.java), compiled for Java 17 against pyspark's own jars (nothing
+# to download) into infra/jars/operator/retrace-operator.jar; stamped with its sources' checksum and pyspark's version.
+operator=infra/jars/operator
+operator_key=$( (cat $(find replay/engine/jvm -name '*.java' | sort); .venv/bin/python -c 'import pyspark; print(pyspark.__version__)') \
+  | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$operator/.built" 2>/dev/null)" != "$operator_key" ]; then
+  step "compiling the engine's JVM operator (javac --release 17)"
+  pyspark_jars=$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+  rm -rf "$operator" && mkdir -p "$operator/classes"
+  javac --release 17 -nowarn -cp "$pyspark_jars/*" -d "$operator/classes" \
+    $(find replay/engine/jvm -name '*.java' | sort)
+  jar cf "$operator/retrace-operator.jar" -C "$operator/classes" .
+  rm -rf "$operator/classes"
+  echo "$operator_key" > "$operator/.built"
+fi
+
 # The JVM class archive is current while the JVM, the jars, the packages and the code that records it are.
-archive_key=$( (java -version 2>&1; cat infra/jars/spark/.resolved; echo "$deps"; cat infra/class_archive.py \
+archive_key=$( (java -version 2>&1; cat infra/jars/spark/.resolved "$operator/.built"; echo "$deps"; cat infra/class_archive.py \
   replay/io/class_archive.py) | sha256sum | cut -d' ' -f1)
 archive_current() { [ "$(cat infra/jars/jvm/.recorded 2>/dev/null)" = "$archive_key" ]; }
 mkdir -p infra/jars/jvm

@@ -1,11 +1,11 @@
-"""The watermark pass's sequential part, vectorized: numpy over a stretch of rows on the executors.
+"""The watermark pass's sequential parts on the executors: the first pass's numpy over Arrow batches, and the
+running maxima in the JVM (`replay/engine/jvm`, `RunningWatermarks`).
 
 A whole replay's rows stay where they lie: the first pass (`chunk_pass`) cut each task's rows into stretches of
 consecutive `seq`, and the watermark pass finds the same stretches in the same tasks (`Stretches`). Else each
-chunk's rows go to one task (`repartitionById`, no sort in Spark). They reach Python as Arrow batches
-(`mapInArrow`). There, in `seq` order, every partition's running maximum starts from its value at the
-stretch's (or chunk's) start, and the merged output watermark is the minimum over partitions of those step
-functions. Both are sorts, cumulative extrema and binary searches: O(n log n), whatever the partitions.
+chunk's rows go to one task (`repartitionById`, no sort in Spark). There, in `seq` order, every partition's running
+maximum starts from its value at the stretch's (or chunk's) start, and the merged output watermark is the minimum
+over partitions after each row (a tournament tree: O(log P) a row, whatever the partitions).
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StructField, StructType
 
 
 @dataclass(frozen=True)
@@ -35,125 +34,24 @@ def running_watermarks(rows: DataFrame, start, merged: bool, where: Stretches | 
     chunk, or with `where`, of its stretch, in `start`, a `watermarks.Starts` over those), `w_before` (the same
     before the row) and, when `merged`, `merged` (the minimum over all partitions of their `wp` after the row).
     Rows carry `chunk`, `partition`, `seq`, `c`; with `where`, also `row` (the semantics act on it: others count
-    towards their stretch, and are left out)."""
+    towards their stretch, and are left out). The loop runs in the JVM on the executors
+    (`replay/engine/jvm`, `RunningWatermarks`): the rows never leave it."""
     parts = np.array(sorted(start.values), dtype=np.int64)
     table = np.array([start.values[p] for p in parts], dtype=np.int64).reshape(len(parts), -1)
-    lowest = start.lowest_after()
-    caps = np.array([lowest[start.first + i] for i in range(table.shape[1])], dtype=np.int64)
-    first = start.first
-    added = ["wp", "w_before", *(["merged"] if merged else [])]
-    schema = StructType([*rows.schema.fields, *(StructField(c, LongType(), False) for c in added)])
-
-    def per_chunk(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for chunk, part in by_chunk(batches):
-            yield from _chunk(part, table[:, chunk - first], caps[chunk - first], parts, merged).to_batches()
-
-    def per_stretch(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for i, part in by_stretch(batches, where):
-            if part.num_rows:
-                yield from _chunk(part, table[:, i], caps[i], parts, merged).to_batches()
-
-    if where is not None:
-        return rows.mapInArrow(per_stretch, schema)
-    return rows.repartitionById(table.shape[1], F.col("chunk") - first).mapInArrow(per_chunk, schema)
+    spark = rows.sparkSession
+    if where is None:
+        rows = rows.repartitionById(table.shape[1], F.col("chunk") - start.first)
+        bounds = (None, None, None)
+    else:
+        bounds = tuple(_bytes(a) for a in (where.first, where.last, where.rows))
+    ran = spark._jvm.retrace.engine.RunningWatermarks.run(rows._jdf, _bytes(parts), _bytes(table), merged,
+                                                          int(start.first), *bounds)
+    return DataFrame(ran, spark)
 
 
-def by_stretch(batches: Iterator[pa.RecordBatch], where: Stretches) -> Iterator[tuple[int, pa.Table]]:
-    """A task's rows the semantics act on, stretch by stretch (an index into `where`). The task must hold every row
-    of each of its stretches, as in the first pass: the same scan gives the same splits. Should a stretch be split
-    (the cluster's cores changed between the passes, say), its start values would be wrong: that stops the replay."""
-    batches = list(batches)
-    if not batches:
-        return
-    whole = pa.Table.from_batches(batches)
-    seq = whole.column("seq").to_numpy()
-    at = np.searchsorted(where.first, seq, side="right") - 1
-    held, counts = np.unique(at, return_counts=True)
-    unseen = (at < 0) | (seq > where.last[np.maximum(at, 0)])  # in no stretch of the first pass
-    short = counts != where.rows[np.maximum(held, 0)]
-    if unseen.any() or short.any():
-        around = int(seq[unseen][0]) if unseen.any() else int(where.first[held[short][0]])
-        raise RuntimeError(
-            f"a task of the watermark pass holds part of the journal's rows around seq {around}, which the first pass "
-            "found whole in one task: the two passes got the rows split differently (did the cluster's cores change "
-            "between them?); run the replay again")
-    acted = whole.column("row").to_numpy(zero_copy_only=False)
-    # the rows by stretch (as read, they usually are; else one stable sort), each stretch a range of them: slices,
-    # not a pass over all the task's rows for each of its stretches
-    if not (at[1:] >= at[:-1]).all():
-        order = np.argsort(at, kind="stable")
-        whole, acted, at = whole.take(pa.array(order)), acted[order], at[order]
-    ends = np.searchsorted(at, held, side="right")
-    for i, lo, hi in zip(held, [0, *ends[:-1]], ends):
-        part, keep = whole.slice(lo, hi - lo), acted[lo:hi]
-        yield int(i), part if keep.all() else part.filter(pa.array(keep))
-
-
-def by_chunk(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
-    """A task's rows, chunk by chunk (their `chunk` column): one chunk per task, unless Spark put several into
-    one; none when the task got no rows."""
-    batches = list(batches)
-    if not batches:
-        return
-    whole = pa.Table.from_batches(batches)
-    chunks = whole.column("chunk").to_numpy()
-    present = np.unique(chunks)
-    for chunk in present:
-        yield int(chunk), whole if len(present) == 1 else whole.filter(pa.array(chunks == chunk))
-
-
-def _chunk(rows: pa.Table, start: np.ndarray, cap: int, parts: np.ndarray, merged: bool) -> pa.Table:
-    """One chunk: its rows with wp, w_before (and merged), computed in seq order and put back in the rows'
-    order (so the columns passed through are not copied)."""
-    order = np.argsort(rows.column("seq").to_numpy(), kind="stable")
-    which = np.searchsorted(parts, rows.column("partition").to_numpy().astype(np.int64)[order])
-    wp, before = grouped_running_max(which, rows.column("c").to_numpy()[order], start[which])
-    added = {"wp": wp, "w_before": before}
-    if merged:
-        added["merged"] = minimum_of_steps(wp, before, cap)
-    for name, values in added.items():
-        in_place = np.empty_like(values)
-        in_place[order] = values
-        rows = rows.append_column(name, pa.array(in_place))
-    return rows
-
-
-def grouped_running_max(group: np.ndarray, values: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row (in order), the maximum of its group's `start` and `values` up to and including it, and
-    before it. No loop over groups: within the rows sorted by group, a cumulative maximum of
-    group * (number of distinct values) + rank of the value never crosses from one group into the next."""
-    n = len(values)
-    if n == 0:
-        return values.astype(np.int64), values.astype(np.int64)
-    by_group = np.argsort(group, kind="stable")  # stable: each group's rows stay in order
-    g, v = group[by_group].astype(np.int64), np.maximum(values[by_group], start[by_group]).astype(np.int64)
-    distinct, rank = np.unique(v, return_inverse=True)
-    upto = distinct[np.maximum.accumulate(g * len(distinct) + rank) % len(distinct)]
-    first = np.ones(n, dtype=bool)
-    first[1:] = g[1:] != g[:-1]
-    before = np.empty(n, dtype=np.int64)
-    before[1:] = upto[:-1]
-    before[first] = start[by_group][first]
-    wp, w_before = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    wp[by_group], w_before[by_group] = upto, before
-    return wp, w_before
-
-
-def minimum_of_steps(after: np.ndarray, before: np.ndarray, cap: int) -> np.ndarray:
-    """Per row (in seq order), the minimum over all partitions of their value after it, given each row's own
-    partition's value after (`after`) and before (`before`) it, and `cap`, the least value any partition
-    holds at the end of the chunk. A row that raises its partition leaves the value before it at its place;
-    in value order, a running maximum of those places says from which row on every partition is past each
-    value; a row's minimum is the least value not yet passed by all (a binary search), capped by `cap`."""
-    rises = np.flatnonzero(after > before)
-    if len(rises) == 0:
-        return np.full(len(after), cap, dtype=np.int64)
-    values, places = before[rises], rises
-    order = np.lexsort((places, values))
-    values, passed_at = values[order], np.maximum.accumulate(places[order])
-    j = np.searchsorted(passed_at, np.arange(len(after)), side="right")  # first value not passed after row i
-    least = np.where(j < len(values), values[np.minimum(j, len(values) - 1)], cap)
-    return np.minimum(least, cap)
+def _bytes(values: np.ndarray) -> bytes:
+    """An int64 array as py4j hands it to the JVM: little-endian bytes (`RunningWatermarks.longs`)."""
+    return np.ascontiguousarray(values, dtype="<i8").tobytes()
 
 
 PASS = ("stretch long, chunk int, partition int, hour long, backward long, not_rising long, first long, last long, "

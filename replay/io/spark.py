@@ -18,6 +18,9 @@ JARS = os.environ.get("RETRACE_JARS") or os.path.join(ROOT, "infra", "jars", "sp
 # Spark's classes, parsed once by set-up's demo (replay/io/class_archive.py) or infra/class_archive.py (the tests'
 # set-up): a local driver maps them and starts seconds sooner. Without the file, or when it no longer matches the JVM
 # or jars, the driver loads them itself.
+# The engine's JVM operator (replay/engine/jvm), compiled by set-up; RETRACE_OPERATOR_JAR points elsewhere.
+OPERATOR_JAR = (os.environ.get("RETRACE_OPERATOR_JAR")
+                or os.path.join(ROOT, "infra", "jars", "operator", "retrace-operator.jar"))
 CLASS_ARCHIVE = os.environ.get("RETRACE_CLASS_ARCHIVE") or os.path.join(ROOT, "infra", "jars", "jvm", "classes.jsa")
 DRIVER_JAVA_OPTIONS = "-Duser.timezone=UTC"
 # More options for a local driver's JVM, e.g. the tests' "-XX:TieredStopAtLevel=1" (see tests/conftest.py).
@@ -212,9 +215,12 @@ def use_object_store(spark: SparkSession, path: str) -> None:
 
 
 def jars(folder: str = JARS) -> list[str]:
-    """The jar files of `folder`; a clear error when set-up has not resolved them."""
+    """The jar files of `folder` and the engine's operator; a clear error when set-up has not made them."""
     found = sorted(glob.glob(os.path.join(folder, "*.jar")))
     if not any(os.path.basename(j).startswith("delta-spark_") for j in found):
         raise RuntimeError(f"no delta-spark jar in {folder}: run `bash infra/setup.sh --no-demo` once to resolve "
                            "the JVM jars with Maven (or point RETRACE_JARS at a folder that has them)")
-    return found
+    if not os.path.isfile(OPERATOR_JAR):
+        raise RuntimeError(f"no engine operator at {OPERATOR_JAR}: run `bash infra/setup.sh --no-demo` once to "
+                           "compile it (or point RETRACE_OPERATOR_JAR at one)")
+    return [*found, OPERATOR_JAR]

@@ -24,8 +24,7 @@ SUPPORTED_JAVA = (17, 21)  # what Spark 4.2 runs on; set-up installs 17
 SPARK_POM = os.path.join(spark_settings.ROOT, "infra", "maven", "spark", "pom.xml")
 # the jars Retrace's Spark sessions need beyond pyspark's own (infra/maven/spark/pom.xml and their runtime)
 NEEDED_JARS = ("delta-spark_2.13-", "delta-storage-", "spark-sql-kafka-0-10_2.13-")
-OPERATOR_JAR = os.environ.get("RETRACE_OPERATOR_JAR") or os.path.join(spark_settings.ROOT, "infra", "jars",
-                                                                       "operator", "retrace-operator.jar")
+OPERATOR_JAR = spark_settings.OPERATOR_JAR
 SETUP = "bash infra/setup.sh --no-demo"
 
 
@@ -41,9 +40,7 @@ class Check:
 
 def doctor(lake: str | None = None, landing: str | None = None) -> list[Check]:
     """Every check, in order; the lake's and S3's only when a lake or an S3 path is given."""
-    checks = [java(), spark_jars(), retrace_jars()]
-    if os.path.exists(OPERATOR_JAR) or os.environ.get("RETRACE_OPERATOR_JAR"):
-        checks.append(operator_jar())
+    checks = [java(), spark_jars(), retrace_jars(), operator_jar()]
     if lake:
         checks += [lake_writable(lake), lake_locks(lake)]
     s3 = [p for p in (lake, landing) if p and _on_s3(p)]
@@ -116,7 +113,7 @@ def retrace_jars(folder: str | None = None) -> Check:
 
 
 def operator_jar(path: str = OPERATOR_JAR) -> Check:
-    """The engine's JVM operator, when set-up has built it (infra/build_operator.sh)."""
+    """The engine's JVM operator (replay/engine/jvm), which set-up compiles: every replay runs it."""
     if not os.path.isfile(path):
         return Check("operator jar", "fail", f"no {path}: run `{SETUP}` (it compiles it), or unset "
                                              "RETRACE_OPERATOR_JAR")

@@ -1,22 +1,16 @@
-"""The watermark pass's numpy kernels agree with the definitions they vectorize, row by row (no Spark)."""
+"""The watermark pass's kernels agree with the definitions they compute, row by row: the first pass's numpy
+kernels without Spark, the JVM operator's running maxima (`RunningWatermarks`) through Spark."""
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark.sql import functions as F
 
 from replay.engine.decisions import NEG
-from replay.engine.kernels import (
-    Stretches,
-    by_stretch,
-    chunk_maxima,
-    chunk_steps,
-    grouped_running_max,
-    joined_up,
-    minimum_of_steps,
-    stretches,
-)
+from replay.engine.kernels import Stretches, chunk_maxima, chunk_steps, joined_up, running_watermarks, stretches
+from replay.engine.watermarks import Starts
 
 VALUES = st.one_of(st.just(NEG), st.integers(-1_000, 1_000), st.integers(-2**61, 2**61))
 
@@ -33,42 +27,66 @@ def chunks(draw):
 
 
 def _running(group, values, start):
-    """Row by row: each partition's value after and before every row."""
-    current, after, before = list(start), [], []
+    """Row by row: each partition's value after and before every row, and the least of all partitions after it."""
+    current, after, before, least = list(start), [], [], []
     for g, v in zip(group, values):
         before.append(current[g])
         current[g] = max(current[g], v)
         after.append(current[g])
-    return after, before, current
+        least.append(min(current))
+    return after, before, least
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
-@given(chunks())
-def test_grouped_running_max_is_each_partitions_maximum_from_its_start(chunk):
-    group, values, start = chunk
-    after, before, _ = _running(group, values, start)
-    wp, w_before = grouped_running_max(group, values, start[group])
-    assert wp.tolist() == after
-    assert w_before.tolist() == before
+@st.composite
+def chunked(draw):
+    """Rows in seq order cut into chunks of `size` seq values, each chunk with every partition's start value."""
+    partitions = draw(st.integers(1, 5))
+    n = draw(st.integers(1, 30))
+    size = draw(st.integers(1, 12))
+    group = draw(st.lists(st.integers(0, partitions - 1), min_size=n, max_size=n))
+    values = draw(st.lists(VALUES, min_size=n, max_size=n))
+    chunks_ = (n - 1) // size + 1
+    start = draw(st.lists(st.lists(VALUES, min_size=chunks_, max_size=chunks_), min_size=partitions,
+                          max_size=partitions))
+    return group, values, start, size
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
-@given(chunks())
-def test_minimum_of_steps_is_the_least_partition_value_after_each_row(chunk):
-    group, values, start = chunk
-    after, before, end = _running(group, values, start)
-    current, expected = list(start), []
-    for g, a in zip(group, after):
-        current[g] = a
-        expected.append(min(current))
-    got = minimum_of_steps(np.array(after, dtype=np.int64), np.array(before, dtype=np.int64), min(end))
-    assert got.tolist() == expected
+def _expected(group, values, start, size):
+    out = []
+    for c in range(0, len(group), size):
+        after, before, least = _running(group[c:c + size], values[c:c + size], [s[c // size] for s in start])
+        out += list(zip(range(c, c + size), after, before, least))
+    return out
 
 
-def test_a_partition_without_rows_in_the_chunk_holds_the_minimum_at_its_start_value():
-    group, values, start = np.array([0, 0]), np.array([5, 9]), np.array([NEG, 3])
-    wp, before = grouped_running_max(group, values, start[group])
-    assert minimum_of_steps(wp, before, min(9, 3)).tolist() == [3, 3]
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(chunked())
+def test_the_operators_running_maxima_from_each_chunks_start_are_the_row_by_row_ones(spark, case):
+    group, values, start, size = case
+    rows = spark.createDataFrame([(i, g, v, i // size) for i, (g, v) in enumerate(zip(group, values))],
+                                 "seq long, partition int, c long, chunk int")
+    starts = Starts(0, {p: start[p] for p in range(len(start))})
+    got = running_watermarks(rows, starts, merged=True).select("seq", "wp", "w_before", "merged").collect()
+    assert sorted(tuple(r) for r in got) == _expected(group, values, start, size)
+
+
+def test_in_stretches_the_operator_leaves_out_the_rows_the_semantics_skip_and_starts_each_stretch_afresh(spark):
+    where = Stretches(first=np.array([0, 3]), last=np.array([2, 5]), rows=np.array([3, 3]), maxima=[])
+    rows = spark.createDataFrame(
+        [(0, 0, 5, True), (1, 1, 7, True), (2, 0, 9, False), (3, 0, 1, True), (4, 1, 2, True), (5, 1, 4, True)],
+        "seq long, partition int, c long, row boolean").coalesce(1).withColumn("chunk", F.lit(0))
+    starts = Starts(0, {0: [NEG, 6], 1: [NEG, 3]})  # per stretch, not per chunk
+    got = running_watermarks(rows, starts, merged=True, where=where).select("seq", "wp", "w_before", "merged")
+    assert sorted(tuple(r) for r in got.collect()) == [
+        (0, 5, NEG, NEG), (1, 7, NEG, 5), (3, 6, 6, 3), (4, 3, 3, 3), (5, 4, 3, 4)]
+
+
+def test_a_task_holding_part_of_a_stretch_stops_the_pass_naming_the_seq_around_it(spark):
+    where = Stretches(first=np.array([0]), last=np.array([3]), rows=np.array([4]), maxima=[])
+    rows = spark.createDataFrame([(0, 0, 5, True), (1, 0, 7, True)], "seq long, partition int, c long, row boolean")
+    ran = running_watermarks(rows.coalesce(1).withColumn("chunk", F.lit(0)), Starts(0, {0: [NEG]}), True, where)
+    with pytest.raises(Exception, match="holds part of the journal's rows around seq 0"):
+        ran.collect()
 
 
 @st.composite
@@ -121,12 +139,3 @@ def test_a_stretch_ends_at_a_gap_in_seq_and_at_a_chunks_end():
 def test_a_stretch_ends_where_the_file_its_rows_were_read_from_changes():
     seq, chunk, file = np.array([1, 2, 3, 4]), np.zeros(4, dtype=np.int64), np.array([9, 9, 8, 8])
     assert stretches(seq, chunk, file) == [(0, 2), (2, 4)]
-
-
-def test_a_tasks_rows_come_out_stretch_by_stretch_without_the_rows_the_semantics_skip_in_any_order_read():
-    where = Stretches(first=np.array([0, 3, 5]), last=np.array([2, 4, 8]), rows=np.array([3, 2, 4]), maxima=[])
-    seq, row = np.arange(9), np.array([True, True, False, True, True, True, True, False, True])
-    for order in (np.arange(9), np.array([8, 0, 4, 2, 6, 1, 7, 3, 5])):
-        table = pa.table({"seq": seq[order], "row": row[order]})
-        got = {i: sorted(part.column("seq").to_pylist()) for i, part in by_stretch(table.to_batches(4), where)}
-        assert got == {0: [0, 1], 1: [3, 4], 2: [5, 6, 8]}
