@@ -58,7 +58,6 @@ public final class RunningWatermarks {
 
   /** One task's rows: buffered, taken in seq order, unit (chunk or stretch) by unit. */
   static final class Pass implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
-    private final StructType in;
     private final DataType[] outTypes;
     private final int seqAt, partitionAt, cAt, chunkAt, rowAt;
     private final long[] parts, table, first, last, counts;
@@ -67,7 +66,6 @@ public final class RunningWatermarks {
 
     Pass(StructType in, StructType out, long[] parts, long[] table, boolean merged, int chunkFirst, long[] first,
          long[] last, long[] counts) {
-      this.in = in;
       StructField[] fields = out.fields();
       this.outTypes = new DataType[fields.length];
       for (int i = 0; i < fields.length; i++) {
@@ -162,15 +160,16 @@ public final class RunningWatermarks {
     }
 
     private void checkWhole(int[] unit, long[] seq) {
-      java.util.HashMap<Integer, Integer> held = new java.util.HashMap<>();
-      java.util.HashMap<Integer, Long> lowest = new java.util.HashMap<>();
+      int[] held = new int[counts.length];
+      long[] lowest = new long[counts.length];
+      Arrays.fill(lowest, Long.MAX_VALUE);
       for (int i = 0; i < unit.length; i++) {
-        held.merge(unit[i], 1, Integer::sum);
-        lowest.merge(unit[i], seq[i], Math::min);
+        held[unit[i]]++;
+        lowest[unit[i]] = Math.min(lowest[unit[i]], seq[i]);
       }
-      for (java.util.Map.Entry<Integer, Integer> e : held.entrySet()) {
-        if (e.getValue() != counts[e.getKey()]) {
-          throw split(lowest.get(e.getKey()));
+      for (int u = 0; u < counts.length; u++) {
+        if (held[u] > 0 && held[u] != counts[u]) {
+          throw split(lowest[u]);
         }
       }
     }
