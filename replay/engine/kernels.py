@@ -1,5 +1,5 @@
-"""The watermark pass's sequential parts on the executors: the first pass's numpy over Arrow batches, and the
-running maxima in the JVM (`replay/engine/jvm`, `RunningWatermarks`).
+"""The watermark pass's sequential parts on the executors, in the JVM (`replay/engine/jvm`): the first pass
+(`FirstPass`) and the running maxima (`RunningWatermarks`).
 
 A whole replay's rows stay where they lie: the first pass (`chunk_pass`) cut each task's rows into stretches of
 consecutive `seq`, and the watermark pass finds the same stretches in the same tasks (`Stretches`). Else each
@@ -9,11 +9,9 @@ over partitions after each row (a tournament tree: O(log P) a row, whatever the 
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -54,13 +52,6 @@ def _bytes(values: np.ndarray) -> bytes:
     return np.ascontiguousarray(values, dtype="<i8").tobytes()
 
 
-PASS = ("stretch long, chunk int, partition int, hour long, backward long, not_rising long, first long, last long, "
-        "floor long, events long, rows long")
-_PASS = pa.schema([(name, pa.int64() if name not in ("chunk", "partition") else pa.int32())
-                   for name in ("stretch", "chunk", "partition", "hour", "backward", "not_rising", "first", "last",
-                                "floor", "events", "rows")])
-
-
 @dataclass(frozen=True)
 class FirstPass:
     """What `chunk_pass` found: the events' offset steps (`joined_up`), the watermark terms' maxima per chunk and
@@ -74,34 +65,17 @@ class FirstPass:
 def chunk_pass(rows: DataFrame) -> FirstPass:
     """One pass over journal rows (chunk, file, partition, seq, offset, hour, event, row, floor, events) where they
     lie: no shuffle. Each task cuts its rows, in seq order, into stretches of consecutive seq within a chunk and a
-    file (`stretches`); no other task holds a row inside a stretch, so stretches are whole, disjoint seq ranges,
-    joined up in seq order afterwards. Gives the events' offset steps (`joined_up`: per partition and hour of
-    arrival, events whose offset is below, or at or below, the previous event's in their partition in seq order)
+    file (in the JVM, `FirstPass`); no other task holds a row inside a stretch, so stretches are whole, disjoint seq
+    ranges, joined up in seq order afterwards. Gives the events' offset steps (`joined_up`: per partition and hour
+    of arrival, events whose offset is below, or at or below, the previous event's in their partition in seq order)
     and, per chunk (and per stretch) and partition, the maxima of `floor` and `events` over the rows flagged `row`
     (the watermark's two terms, `watermarks.Starts.from_maxima`). Ingest writes a journal file as runs of
     consecutive seq, so stretches are about as many as the journal's files; a layout that scatters seq over files
     gives more, not wrong, results."""
-    def per_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        batches = list(batches)
-        if not batches:
-            return
-        part = pa.Table.from_batches(batches)
-        order = np.argsort(part.column("seq").to_numpy(), kind="stable")
-        columns = {c: part.column(c).to_numpy().astype(np.int64)[order]
-                   for c in ("chunk", "file", "partition", "seq", "offset", "hour", "floor", "events")}
-        event, row = (part.column(c).to_numpy()[order] for c in ("event", "row"))
-        found = []
-        for lo, hi in stretches(columns["seq"], columns["chunk"], columns["file"]):
-            ahead = (int(columns["seq"][lo]), int(columns["chunk"][lo]))
-            e, r = np.flatnonzero(event[lo:hi]) + lo, np.flatnonzero(row[lo:hi]) + lo
-            found += [(*ahead, *s, None, None, None) for s in chunk_steps(*(columns[c][e] for c in (
-                "partition", "seq", "offset", "hour")))]
-            found += [(*ahead, p, None, None, None, None, None, f, x, None)
-                      for p, f, x in chunk_maxima(columns["partition"][r], columns["floor"][r], columns["events"][r])]
-            found.append((*ahead, None, None, None, None, None, int(columns["seq"][hi - 1]), None, None, hi - lo))
-        yield pa.RecordBatch.from_arrays([pa.array(c, t) for c, t in zip(zip(*found), _PASS.types)], schema=_PASS)
-
-    found = [tuple(r) for r in rows.mapInArrow(per_task, PASS).collect()]
+    spark = rows.sparkSession
+    # per stretch (its first seq and chunk): (stretch, chunk, partition, hour, backward, not_rising, first, last,
+    # floor, events, rows), one kind of row per filled set of columns
+    found = [tuple(r) for r in DataFrame(spark._jvm.retrace.engine.FirstPass.run(rows._jdf), spark).collect()]
     census = sorted((r[0], r[7], r[10]) for r in found if r[10] is not None)
     index = {first: i for i, (first, _, _) in enumerate(census)}
     maxima, per_stretch = {}, []  # (chunk, partition) -> the two maxima, over the chunk's stretches
@@ -115,52 +89,11 @@ def chunk_pass(rows: DataFrame) -> FirstPass:
     return FirstPass(steps, sorted((c, p, f, e) for (c, p), (f, e) in maxima.items()), where)
 
 
-def stretches(seq: np.ndarray, chunk: np.ndarray, file: np.ndarray | None = None) -> list[tuple[int, int]]:
-    """[lo, hi) index ranges of sorted `seq` that run without a gap and within one chunk (and one `file`)."""
-    if len(seq) == 0:
-        return []
-    cut = (seq[1:] != seq[:-1] + 1) | (chunk[1:] != chunk[:-1])
-    if file is not None:
-        cut |= file[1:] != file[:-1]
-    bounds = [0, *(np.flatnonzero(cut) + 1).tolist(), len(seq)]
-    return list(zip(bounds, bounds[1:]))
-
-
-def chunk_maxima(partition: np.ndarray, *values: np.ndarray) -> list[tuple[int, ...]]:
-    """(partition, the maximum of each of `values`) for each partition with rows."""
-    order = np.argsort(partition, kind="stable")
-    p = partition[order]
-    starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]]) if len(p) else np.array([], dtype=np.int64)
-    maxima = [np.maximum.reduceat(v[order], starts) if len(p) else [] for v in values]
-    return [(int(p[s]), *(int(m[i]) for m in maxima)) for i, s in enumerate(starts)]
-
-
-def chunk_steps(partition: np.ndarray, seq: np.ndarray, offset: np.ndarray, hour: np.ndarray) -> list[tuple]:
-    """One chunk's events: (partition, hour, backward, not_rising, None, None) per partition and hour with any
-    steps inside the chunk, and (partition, hour of its first event, 0, 0, first offset, last offset) per
-    partition."""
-    order = np.lexsort((seq, partition))
-    p, o, h = partition[order], offset[order], hour[order]
-    same = np.zeros(len(p), dtype=bool)
-    same[1:] = p[1:] == p[:-1]
-    prior = np.roll(o, 1)
-    backward, not_rising = same & (o < prior), same & (o <= prior)
-    rows = []
-    if not_rising.any():
-        keys, at = np.unique(np.stack([p[not_rising], h[not_rising]], axis=1), axis=0, return_inverse=True)
-        backs = np.bincount(at.ravel(), weights=backward[not_rising], minlength=len(keys))
-        nots = np.bincount(at.ravel(), minlength=len(keys))
-        rows += [(int(k[0]), int(k[1]), int(b), int(n), None, None) for k, b, n in zip(keys, backs, nots)]
-    firsts = np.flatnonzero(~same)
-    lasts = np.append(firsts[1:] - 1, len(p) - 1)
-    rows += [(int(p[f]), int(h[f]), 0, 0, int(o[f]), int(o[e])) for f, e in zip(firsts, lasts)]
-    return rows
-
-
 def joined_up(rows: list[tuple]) -> list[tuple[int, int, int, int]]:
-    """`chunk_steps` rows of disjoint seq ranges, each led by a key that orders the ranges (a chunk, or a stretch's
-    first seq): their counts, plus the step from each partition's last offset in one range to its first in the
-    next range where it has events."""
+    """Offset-step rows (key, partition, hour, backward, not_rising, first, last) of disjoint seq ranges, each led
+    by a key that orders the ranges (a chunk, or a stretch's first seq): a partition's steps inside a range
+    (first and last None) and its first and last offset there (backward and not_rising 0). Their counts, plus
+    the step from each partition's last offset in one range to its first in the next range where it has events."""
     counts, ends = {}, sorted((r[1], r[0], r[5], r[6], r[2]) for r in rows if r[5] is not None)
 
     def add(key, backward, not_rising):

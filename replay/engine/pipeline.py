@@ -163,13 +163,16 @@ def first_pass(rows: DataFrame, policy: Policy | None = None, chunk_rows: int | 
         floor, events = F.col("floor_c"), F.col("event_c")
     else:
         floor = events = F.lit(NEG)
-    found = kernels.chunk_pass(rows.select(
-        watermarks.chunk_column(chunk_rows).alias("chunk"), F.xxhash64(F.input_file_name()).alias("file"),
-        F.coalesce("partition", F.lit(-1)).alias("partition"), "seq", F.coalesce("offset", F.lit(0)).alias("offset"),
-        F.coalesce(F.unix_micros(F.date_trunc("hour", F.timestamp_micros("arrival"))), F.lit(0)).alias("hour"),
-        _record().alias("event"), _acted_on().alias("row"),
-        F.coalesce(floor, F.lit(NEG)).alias("floor"), F.coalesce(events, F.lit(NEG)).alias("events"),
-    ))
+    columns = (  # as the JVM operator reads them (`FirstPass`): every one typed and never null
+        (watermarks.chunk_column(chunk_rows), "chunk", "int"), (F.xxhash64(F.input_file_name()), "file", "long"),
+        (F.coalesce("partition", F.lit(-1)), "partition", "int"), (F.col("seq"), "seq", "long"),
+        (F.coalesce("offset", F.lit(0)), "offset", "long"),
+        (F.coalesce(F.unix_micros(F.date_trunc("hour", F.timestamp_micros("arrival"))), F.lit(0)), "hour", "long"),
+        (F.coalesce(_record(), F.lit(False)), "event", "boolean"),
+        (F.coalesce(_acted_on(), F.lit(False)), "row", "boolean"),
+        (F.coalesce(floor, F.lit(NEG)), "floor", "long"), (F.coalesce(events, F.lit(NEG)), "events", "long"),
+    )
+    found = kernels.chunk_pass(rows.select(*(c.cast(t).alias(n) for c, n, t in columns)))
     return found if terms else replace(found, maxima=None)
 
 
@@ -454,14 +457,17 @@ def _with_raw(dead: DataFrame, journal: DataFrame, rows_at_most: int | None) -> 
     They are usually few: counted first (`dead` is persisted by the caller), up to BROADCAST_DEAD they are
     broadcast to the journal's rows, whose payloads then stay where they are instead of being shuffled for a
     join. Each is a journal row, so `rows_at_most` bounds them too: no count then."""
-    row = F.to_json(F.struct("partition", "offset", "arrival_time", "event_time", "key", "value"))
-    raw = journal.select("seq", F.coalesce("payload", F.when(_record(), row)).alias("payload"),
-                         "source", "source_line")
+    # the journal row as JSON is built after the join: on the dead letters, not on every journal row
+    parts = ("partition", "offset", "arrival_time", "event_time", "key", "value")
+    raw = journal.select("seq", "payload", "kind", *(F.col(c).alias(f"_{c}") for c in parts), "source", "source_line")
+    row = F.to_json(F.struct(*(F.col(f"_{c}").alias(c) for c in parts)))
+    payload = F.coalesce("payload", F.when(_record(), row)).alias("payload")
     few = rows_at_most is not None and rows_at_most <= BROADCAST_DEAD
     if not few and dead.count() > BROADCAST_DEAD:
-        return dead.join(raw, "seq", "left")
-    # every dead letter is a journal row (seq is unique there): the inner join keeps them all
-    return raw.join(F.broadcast(dead), "seq").select(*dead.columns, "payload", "source", "source_line")
+        joined = dead.join(raw, "seq", "left")
+    else:  # every dead letter is a journal row (seq is unique there): the inner join keeps them all
+        joined = raw.join(F.broadcast(dead), "seq")
+    return joined.select(*dead.columns, payload, "source", "source_line")
 
 
 BROADCAST_DEAD = 1_000_000  # dead letters up to which they are broadcast to the journal for their raw text

@@ -1,5 +1,5 @@
-"""The watermark pass's kernels agree with the definitions they compute, row by row: the first pass's numpy
-kernels without Spark, the JVM operator's running maxima (`RunningWatermarks`) through Spark."""
+"""The watermark pass's kernels agree with the definitions they compute, row by row: the JVM operators' first
+pass (`FirstPass`) and running maxima (`RunningWatermarks`), through Spark."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from replay.engine.decisions import NEG
-from replay.engine.kernels import Stretches, chunk_maxima, chunk_steps, joined_up, running_watermarks, stretches
+from replay.engine.kernels import Stretches, chunk_pass, running_watermarks
 from replay.engine.watermarks import Starts
 
 VALUES = st.one_of(st.just(NEG), st.integers(-1_000, 1_000), st.integers(-2**61, 2**61))
@@ -89,6 +89,16 @@ def test_a_task_holding_part_of_a_stretch_stops_the_pass_naming_the_seq_around_i
         ran.collect()
 
 
+PASS_ROWS = ("chunk int, file long, partition int, seq long, offset long, hour long, event boolean, row boolean, "
+             "floor long, events long")
+
+
+def _first_pass(spark, rows, tasks=1):
+    """`chunk_pass` over `rows` (PASS_ROWS tuples) spread over `tasks` tasks in a shuffled order."""
+    df = spark.createDataFrame(rows, PASS_ROWS)
+    return chunk_pass(df.coalesce(1) if tasks == 1 else df.repartition(tasks))
+
+
 @st.composite
 def journals(draw):
     """Events in seq order (partition, offset, hour), offsets mostly rising, and chunk boundaries in seq."""
@@ -97,45 +107,62 @@ def journals(draw):
     offset = draw(st.lists(st.integers(0, 12), min_size=n, max_size=n))
     hour = sorted(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))
     size = draw(st.integers(1, 12))
-    return partition, offset, hour, size
+    tasks = draw(st.sampled_from([1, 3]))
+    return partition, offset, hour, size, tasks
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=30, deadline=None, derandomize=True)
 @given(journals())
-def test_offset_steps_per_chunk_joined_up_count_each_events_step_from_its_partitions_previous_event(journal):
-    partition, offset, hour, size = journal
+def test_offset_steps_joined_up_count_each_events_step_from_its_partitions_previous_event(spark, journal):
+    partition, offset, hour, size, tasks = journal
     expected, last = {}, {}
     for p, o, h in zip(partition, offset, hour):
         if p in last and o <= last[p]:
             b, n = expected.get((p, h), (0, 0))
             expected[(p, h)] = (b + (o < last[p]), n + 1)
         last[p] = o
-    seq = np.arange(len(partition), dtype=np.int64)
-    rows = []
-    for chunk in range(0, len(seq), size):  # chunk by chunk, rows in a shuffled order as a task gets them
-        within = np.random.default_rng(chunk).permutation(seq[chunk:chunk + size])
-        columns = [np.array(c, dtype=np.int64)[within] for c in (partition, seq, offset, hour)]
-        rows += [(chunk // size, *r) for r in chunk_steps(*columns)]
-    assert joined_up(rows) == sorted((p, h, b, n) for (p, h), (b, n) in expected.items())
+    rows = [(i // size, 0, p, i, o, h, True, True, NEG, NEG)
+            for i, (p, o, h) in enumerate(zip(partition, offset, hour))]
+    got = _first_pass(spark, rows, tasks).steps
+    assert got == sorted((p, h, b, n) for (p, h), (b, n) in expected.items())
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
-@given(chunks())
-def test_chunk_maxima_are_each_partitions_greatest_values(chunk):
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(chunks(), st.integers(1, 12), st.sampled_from([1, 3]))
+def test_chunk_maxima_are_each_partitions_greatest_values_over_the_rows_acted_on(spark, chunk, size, tasks):
     group, values, _ = chunk
+    acted = [i % 3 != 2 for i in range(len(group))]  # every third row is one the semantics skip
     expected = {}
-    for g, v, w in zip(group.tolist(), values.tolist(), (-values).tolist()):
-        a, b = expected.get(g, (NEG, NEG))
-        expected[g] = (max(a, v), max(b, w))
-    assert chunk_maxima(group, values, -values) == sorted((g, a, b) for g, (a, b) in expected.items())
+    for i, (g, v, a) in enumerate(zip(group.tolist(), values.tolist(), acted)):
+        if a:
+            f, e = expected.get((i // size, g), (NEG, NEG))
+            expected[(i // size, g)] = (max(f, v), max(e, v // 2))
+    rows = [(i // size, 0, g, i, i, 0, False, a, v, v // 2) for i, (g, v, a) in enumerate(zip(group.tolist(),
+                                                                                        values.tolist(), acted))]
+    got = _first_pass(spark, rows, tasks).maxima
+    assert got == sorted((c, g, f, e) for (c, g), (f, e) in expected.items())
 
 
-def test_a_stretch_ends_at_a_gap_in_seq_and_at_a_chunks_end():
-    seq, chunk = np.array([1, 2, 3, 5, 6, 7, 7]), np.array([0, 0, 0, 0, 1, 1, 1])
-    assert stretches(seq, chunk) == [(0, 3), (3, 4), (4, 6), (6, 7)]
-    assert stretches(seq[:0], chunk[:0]) == []
+def _census(found):
+    s = found.stretches
+    return list(zip(s.first.tolist(), s.last.tolist(), s.rows.tolist()))
 
 
-def test_a_stretch_ends_where_the_file_its_rows_were_read_from_changes():
-    seq, chunk, file = np.array([1, 2, 3, 4]), np.zeros(4, dtype=np.int64), np.array([9, 9, 8, 8])
-    assert stretches(seq, chunk, file) == [(0, 2), (2, 4)]
+def test_a_stretch_ends_at_a_gap_in_seq_and_at_a_chunks_end(spark):
+    rows = [(c, 0, 0, s, s, 0, True, True, NEG, NEG) for s, c in zip([1, 2, 3, 5, 6, 7], [0, 0, 0, 0, 1, 1])]
+    assert _census(_first_pass(spark, rows)) == [(1, 3, 3), (5, 5, 1), (6, 7, 2)]
+    assert _census(_first_pass(spark, [])) == []
+
+
+def test_a_stretch_ends_where_the_file_its_rows_were_read_from_changes(spark):
+    rows = [(0, f, 0, s, s, 0, True, True, NEG, NEG) for s, f in zip([1, 2, 3, 4], [9, 9, 8, 8])]
+    assert _census(_first_pass(spark, rows)) == [(1, 2, 2), (3, 4, 2)]
+
+
+def test_rows_of_other_kinds_count_towards_their_stretch_but_not_its_steps_or_maxima(spark):
+    rows = [(0, 0, 0, 0, 5, 0, True, True, 10, 1), (0, 0, -1, 1, 0, 0, False, False, 99, 99),
+            (0, 0, 0, 2, 3, 0, True, True, 20, 2)]
+    found = _first_pass(spark, rows)
+    assert _census(found) == [(0, 2, 3)]
+    assert found.steps == [(0, 0, 1, 1)]
+    assert found.maxima == [(0, 0, 20, 2)]

@@ -180,7 +180,7 @@ public final class RunningWatermarks {
           + "differently (did the cluster's cores change between them?); run the replay again");
     }
 
-    private static int[] seqOrder(long[] seq) {
+    static int[] seqOrder(long[] seq) {
       int n = seq.length;
       int[] order = new int[n];
       boolean sorted = true;
