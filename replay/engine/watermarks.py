@@ -209,9 +209,9 @@ def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts,
                       where: kernels.Stretches | None = None, carried: tuple[str, ...] = ()) -> DataFrame:
     """Scope = partition: `wp`, the partition's running max of its contribution `c` from the chunk's (or with
     `where`, the stretch's) start value, `w_before`, its value before the row, and the merged output watermark,
-    all found by numpy on the executors (`kernels.running_watermarks`). What travels there as Arrow is what the
-    decisions need after it, the fewest columns: `kind` as a flag (strings cost most to convert), and the
-    event time, not the arrival checks' five columns, which are computed again on the way back."""
+    all found by the JVM operator on the executors (`kernels.running_watermarks`). What it buffers is what the
+    decisions need after it, the fewest columns: `kind` as a byte, and the event time, not the arrival checks'
+    five columns, which are computed again on the way back."""
     c = F.greatest("floor_c", F.coalesce("event_c", F.lit(NEG)))
     narrow = contributions(rows, policy).select(
         "seq", "partition", "offset", _kind_code().alias("_kind"), "arrival", "et", "key", "value",
@@ -223,7 +223,7 @@ def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts,
 
 
 def _kind_code() -> Column:
-    """`kind` as a byte for the trip to numpy (0 event, 1 clock, 2 punctuation): strings cost most to convert."""
+    """`kind` as a byte through the watermark pass (0 event, 1 clock, 2 punctuation): a string costs most to buffer."""
     return F.when(F.col("kind") == "event", 0).when(F.col("kind") == "clock", 1).otherwise(2).cast("byte")
 
 
