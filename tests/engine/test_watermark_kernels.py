@@ -94,7 +94,8 @@ PASS_ROWS = ("chunk int, file long, partition int, seq long, offset long, hour l
 
 
 def _first_pass(spark, rows, tasks=1):
-    """`chunk_pass` over `rows` (PASS_ROWS tuples) spread over `tasks` tasks in a shuffled order."""
+    """`chunk_pass` over `rows` (PASS_ROWS tuples): in one task in seq order, or scattered over `tasks` tasks
+    (a round-robin repartition: each task's rows out of seq order, so the operator sorts them)."""
     df = spark.createDataFrame(rows, PASS_ROWS)
     return chunk_pass(df.coalesce(1) if tasks == 1 else df.repartition(tasks))
 

@@ -229,27 +229,28 @@ public final class FirstPass {
         long first = seq[lo];
         int ch = chunk[lo];
         for (Map.Entry<Step, long[]> s : steps.entrySet()) {
-          out.add(row(first, ch, s.getKey().partition(), s.getKey().hour(), s.getValue()[0], s.getValue()[1],
+          out.add(found(first, ch, s.getKey().partition(), s.getKey().hour(), s.getValue()[0], s.getValue()[1],
               null, null, null, null, null));
         }
         for (int k = 0; k < count; k++) {
           int p = touched[k];
           if (anyEvent[p]) {
-            out.add(row(first, ch, parts[p], firstHour[p], 0L, 0L, firstOffset[p], lastOffset[p], null, null, null));
+            out.add(found(first, ch, parts[p], firstHour[p], 0L, 0L, firstOffset[p], lastOffset[p], null, null, null));
           }
           if (anyRow[p]) {
-            out.add(row(first, ch, parts[p], null, null, null, null, null, maxFloor[p], maxEvents[p], null));
+            out.add(found(first, ch, parts[p], null, null, null, null, null, maxFloor[p], maxEvents[p], null));
           }
           seen[p] = false;
           anyEvent[p] = false;
           anyRow[p] = false;
         }
-        out.add(row(first, ch, null, null, null, null, null, seq[hi - 1], null, null, (long) (hi - lo)));
+        out.add(found(first, ch, null, null, null, null, null, seq[hi - 1], null, null, (long) (hi - lo)));
       }
     }
 
-    private static InternalRow row(long stretch, int chunk, Integer partition, Long hour, Long backward,
-                                   Long notRising, Long first, Long last, Long floor, Long events, Long rows) {
+    /** One row of {@link #SCHEMA}; null where this kind of row has no value. */
+    private static InternalRow found(long stretch, int chunk, Integer partition, Long hour, Long backward,
+                                     Long notRising, Long first, Long last, Long floor, Long events, Long rows) {
       return new GenericInternalRow(new Object[] {
           stretch, chunk, partition, hour, backward, notRising, first, last, floor, events, rows});
     }
