@@ -73,6 +73,15 @@ LOCAL = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
 }
+# Hadoop's local file system without its native library forks `chmod` for every file it creates and `readlink` for
+# every rename (Delta's log and checksums): about 300 processes a live batch, from the driver's JVM. The operator
+# jar's replacement answers through java.nio (replay/engine/jvm/retrace/io/NoForkLocalFileSystem.java); spark-submit
+# opens local files before `spark.jars` are loaded, so the jar is on the driver's class path from its start.
+NO_FORK_FILES = {
+    "spark.driver.extraClassPath": OPERATOR_JAR,
+    "spark.hadoop.fs.file.impl": "retrace.io.NoForkLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "retrace.io.NoForkLocalFileSystem$Fs",
+}
 
 
 def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None,
@@ -88,6 +97,8 @@ def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None,
         settings["spark.master"] = master
     elif not os.environ.get("SPARK_HOME_SUBMITTED"):
         settings.update({"spark.master": "local[*]", **LOCAL, "spark.driver.extraJavaOptions": _driver_java_options()})
+        if os.path.isfile(OPERATOR_JAR):
+            settings.update(NO_FORK_FILES)
     conf_file = conf_file or os.environ.get(SPARK_CONF)
     settings.update(spark_conf(conf_file) if conf_file else {})
     # Python workers run the interpreter of the driver, so they see the same packages.
