@@ -33,9 +33,9 @@ def test_files_spark_writes_have_the_permissions_hadoop_gives_them(spark, tmp_pa
 def test_a_folder_made_with_a_mode_gets_that_mode(spark, tmp_path):
     jvm, conf = _hadoop(spark)
     fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI("file:///"), conf)
-    target = tmp_path / "made"
-    fs.mkdirs(jvm.org.apache.hadoop.fs.Path(target.as_uri()), jvm.org.apache.hadoop.fs.permission.FsPermission(0o750))
-    fs.setPermission(jvm.org.apache.hadoop.fs.Path(target.as_uri()), jvm.org.apache.hadoop.fs.permission.FsPermission(0o705))
+    target, mode = tmp_path / "made", jvm.org.apache.hadoop.fs.permission.FsPermission
+    fs.mkdirs(jvm.org.apache.hadoop.fs.Path(target.as_uri()), mode(0o750))
+    fs.setPermission(jvm.org.apache.hadoop.fs.Path(target.as_uri()), mode(0o705))
     assert stat.S_IMODE(os.stat(target).st_mode) == 0o705
 
 
