@@ -97,10 +97,13 @@ def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None,
         settings["spark.master"] = master
     elif not os.environ.get("SPARK_HOME_SUBMITTED"):
         settings.update({"spark.master": "local[*]", **LOCAL, "spark.driver.extraJavaOptions": _driver_java_options()})
-        if os.path.isfile(OPERATOR_JAR):
-            settings.update(NO_FORK_FILES)
     conf_file = conf_file or os.environ.get(SPARK_CONF)
-    settings.update(spark_conf(conf_file) if conf_file else {})
+    from_file = spark_conf(conf_file) if conf_file else {}
+    # a settings file may name a cluster's master (infra/spark/cluster.conf): its executors keep their file systems
+    local = from_file.get("spark.master", settings.get("spark.master", "")).startswith("local")
+    if local and os.path.isfile(OPERATOR_JAR):
+        settings.update(NO_FORK_FILES)
+    settings.update(from_file)
     # Python workers run the interpreter of the driver, so they see the same packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings.update({**DETERMINISM, **DELTA, "spark.jars": ",".join(jars()), **(conf or {})})
