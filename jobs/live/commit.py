@@ -67,8 +67,9 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
     journaled = live.store.read(live.spark, Lake(live.lake).journal)
     history = live.earlier.history(journaled, cp.state.seq, batch.span)  # where duplicate (partition, offset) are
     out = engine.replay(batch.rows, job, partitions=live.source_partitions, rows_at_most=batch.span["n"],
-                        materialize=step.committed_decisions, continuing=engine.Continuing(cp.state, history, True))
-    late = diagnostics.late_events(out.decisions, batch.rows) if lead else None
+                        materialize=_computed_once, continuing=engine.Continuing(cp.state, history, True))
+    step.write_decisions(out.exceptions)  # first: the rest is derived (`outputs`)
+    late = diagnostics.late_events(out.exceptions, batch.rows) if lead else None
     step.write(out.dead_letters, "dead_letters")  # the watermark timeline and the metrics follow at the flush
     # emitted windows are appended; the open ones (null emitted_at, what a flush would emit now) replaced
     step.write(out.windows, "windows", replace=Replace("emitted_at", batch.span["lo"], None, nulls=True))
@@ -112,16 +113,19 @@ class _Step:
         crash_point(self.crash(name))
         return version
 
-    def committed_decisions(self, decided: DataFrame) -> DataFrame:
-        """The decisions, computed once (a local checkpoint: every other output's query plans over it, not over the
-        engine's whole plan), and their exceptions committed first (`outputs`: the rest is derived)."""
+    def write_decisions(self, exceptions: DataFrame) -> None:
+        """The decisions' exceptions, recording the seq range the batch decided (`outputs`: the rest is derived)."""
         spark, store, path = self.live.spark, self.live.store, self.where.table("decisions")
-        decided = decided.localCheckpoint(eager=True)
         before = commit_metadata(spark, path) if store.exists(path) else None
         covered = outputs.stored_metadata(self.job, self.live.source_partitions, before, self.span["lo"],
                                           self.span["hi"] + 1)
-        self.write(engine.exceptions(decided), "decisions", extra=covered)
-        return decided
+        self.write(exceptions, "decisions", extra=covered)
+
+
+def _computed_once(decided: DataFrame) -> DataFrame:
+    """A batch's decided rows, computed once (a local checkpoint: every other output's query plans over it, not over
+    the engine's whole plan)."""
+    return decided.localCheckpoint(eager=True)
 
 
 def _committed(live, where: TargetDir, cp: Checkpoint, versions: dict) -> Checkpoint:

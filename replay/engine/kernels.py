@@ -1,5 +1,6 @@
 """The watermark pass's sequential parts on the executors, in the JVM (`replay/engine/jvm`): the first pass
-(`FirstPass`) and the running maxima (`RunningWatermarks`).
+(`FirstPass`), the running maxima (`RunningWatermarks`) and, for the bounded watermark without substreams, the whole
+decide pass (`Decide`).
 
 A whole replay's rows stay where they lie: the first pass (`chunk_pass`) cut each task's rows into stretches of
 consecutive `seq`, and the watermark pass finds the same stretches in the same tasks (`Stretches`). Else each
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+
+from replay.model.state import NEG
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,29 @@ def running_watermarks(rows: DataFrame, start, merged: bool, where: Stretches | 
         bounds = tuple(_bytes(a) for a in (where.first, where.last, where.rows))
     ran = spark._jvm.retrace.engine.RunningWatermarks.run(rows._jdf, _bytes(parts), _bytes(table), merged,
                                                           int(start.first), *bounds)
+    return DataFrame(ran, spark)
+
+
+def decide_pass(rows: DataFrame, start, rules: dict, mode: str, where: Stretches | None = None) -> DataFrame:
+    """Spec steps 1-4 and the bounded watermarks of `rows` in the JVM (`Decide`), from each chunk's (or with `where`,
+    each stretch's) start values in `start` (a `watermarks.Starts`), as `running_watermarks` takes them. `rules`: the
+    policy's numbers (`one_pass.rules`); `mode`: what comes back (`all` rows, the `kept` events, or for `decide` the
+    exceptions and partial aggregates). Adds the operator's columns (`Decide.ADDED`) to the rows it sends back."""
+    parts = np.array(sorted(start.values), dtype=np.int64)
+    table = np.array([start.values[p] for p in parts], dtype=np.int64).reshape(len(parts), -1)
+    spark = rows.sparkSession
+    if where is None:
+        rows = rows.repartitionById(table.shape[1], F.col("chunk") - start.first)
+        bounds = (None, None, None)
+    else:
+        bounds = tuple(_bytes(a) for a in (where.first, where.last, where.rows))
+    before = rules.get("step_before") or {}  # per partition: the timeline's step reached before the rows
+    steps = np.array([before.get(int(p), np.iinfo(np.int64).min) for p in parts], dtype=np.int64)
+    owm = rules.get("scope_owm") or {}  # per output scope: its output watermark before the rows
+    owm = [owm.get(-1, NEG)] if rules["merged"] else [owm.get(int(p), NEG) for p in parts]
+    rules = {**rules, "step_before": _bytes(steps), "scope_owm": _bytes(np.array(owm, dtype=np.int64))}
+    ran = spark._jvm.retrace.engine.Decide.run(rows._jdf, mode, rules, _bytes(parts), _bytes(table),
+                                               int(start.first), *bounds)
     return DataFrame(ran, spark)
 
 

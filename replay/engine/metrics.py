@@ -36,6 +36,11 @@ def of_stretch(decisions: DataFrame, dead_letters: DataFrame, before: DataFrame)
     return _aggregate(decisions, dead_letters, _backward(_events(decisions).unionByName(earlier)))
 
 
+def backward_of(decisions: DataFrame) -> DataFrame:
+    """The decisions' backward offsets per partition and hour (`hourly`'s `backward`)."""
+    return _backward(_events(decisions))
+
+
 def _events(decisions: DataFrame) -> DataFrame:
     """The source's records, whose offsets are the broker's: events and the source's punctuations."""
     return decisions.where(F.col("kind").isin("event", "punctuation")).select("partition", "seq", "offset",
@@ -62,13 +67,33 @@ def combine(a: DataFrame, b: DataFrame) -> DataFrame:
 
 
 def _aggregate(decisions: DataFrame, dead_letters: DataFrame, backward: DataFrame) -> DataFrame:
-    """The metrics of decided rows, their dead letters and their backward offsets (`_backward`). An hour with
-    dead letters and no decided row (only malformed lines) has a row too: nothing is left out."""
+    """The metrics of decided rows, their dead letters and their backward offsets (`_backward`)."""
+    return _assemble(_per_row(decisions), dead_letters, backward)
+
+
+# The per-row counts of a partition's hour, as the decide pass sends them summed over its rows (`Decide.Partials`):
+# every one adds up, but the delay's maximum (last), which is null without delay rows.
+PARTIAL = (*COUNTS[:7], *(f"{r}_{a}" for r in REASONS for a in ("dropped", "adjusted", "accepted")),
+           "watermark_delay_rows", "_s", "_us", "_max_us")
+
+
+def from_partials(partials: DataFrame, dead_letters: DataFrame, backward: DataFrame) -> DataFrame:
+    """The metrics from the decide pass's partial counts (partition, hour, counts: `PARTIAL`'s, per task), their
+    dead letters and their backward offsets: what `hourly` computes from the decided rows themselves."""
+    c = F.col("counts")
+    per_row = partials.groupBy("partition", "hour").agg(
+        *[F.sum(c[i]).alias(n) for i, n in enumerate(PARTIAL[:-1])],
+        F.max(F.when(c[PARTIAL.index("watermark_delay_rows")] > 0, c[len(PARTIAL) - 1])).alias("_max_us"))
+    return _assemble(per_row, dead_letters, backward).orderBy("partition", "hour")
+
+
+def _per_row(decisions: DataFrame) -> DataFrame:
+    """Per partition and hour of arrival: the counts of its decided rows (`PARTIAL`'s)."""
     has = lambda reason: F.array_contains(F.col("reasons"), reason)  # noqa: E731
     action, is_event = F.col("action"), F.col("kind") == "event"
     count = lambda condition, name: F.count(F.when(condition, 1)).alias(name)  # noqa: E731
     delay_us = F.expr(_DELAY_SQL)
-    per_row = decisions.groupBy("partition", F.date_trunc("hour", "arrival_time").alias("hour")).agg(
+    return decisions.groupBy("partition", F.date_trunc("hour", "arrival_time").alias("hour")).agg(
         count(is_event, "events"), count(F.col("kind") == "clock", "clock_rows"),
         *[count(action == a, a) for a in ("accepted", "adjusted", "dropped", "quarantined")],
         count(has("duplicate"), "duplicate_offsets"),
@@ -78,7 +103,14 @@ def _aggregate(decisions: DataFrame, dead_letters: DataFrame, backward: DataFram
         # a decimal per row would be summed as a BigDecimal)
         F.sum(F.expr(f"({_DELAY_SQL} - pmod({_DELAY_SQL}, 1000000)) div 1000000")).alias("_s"),
         F.sum(F.expr(f"pmod({_DELAY_SQL}, 1000000)")).alias("_us"),
-    ).select("*", (F.col("_max_us") / 1e6).alias("watermark_delay_max_s"),
+    )
+
+
+def _assemble(per_row: DataFrame, dead_letters: DataFrame, backward: DataFrame) -> DataFrame:
+    """The metrics from the per-row counts (`_per_row`), the dead letters and the backward offsets. An hour with
+    dead letters and no decided row (only malformed lines) has a row too: nothing is left out."""
+    count = lambda condition, name: F.count(F.when(condition, 1)).alias(name)  # noqa: E731
+    per_row = per_row.select("*", (F.col("_max_us") / 1e6).alias("watermark_delay_max_s"),
              (F.col("_s").cast("decimal(38,6)") + _seconds(F.col("_us"))).alias("watermark_delay_total_s"),
              ).drop("_max_us", "_s", "_us")
     letters = dead_letters.where(F.col("partition").isNotNull()).groupBy(

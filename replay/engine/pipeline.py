@@ -10,7 +10,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from replay.engine import idle, job_sql, kernels, metrics, sessions, watermarks, windows
+from replay.engine import idle, job_sql, kernels, metrics, one_pass, sessions, watermarks, windows
 from replay.engine.decisions import NEG, RECORDS, last_reason
 from replay.model.jobs import Job
 from replay.model.policy import Policy
@@ -30,6 +30,21 @@ class Outputs:
     hourly: Callable[[], DataFrame]  # the metrics, built when asked for (`metrics`)
     cached: list[DataFrame] = field(default_factory=list)  # persisted intermediates, freed by unpersist()
     state: State | None = None  # the engine's state after the last row
+    stored: DataFrame | None = None  # the decisions a target stores (`exceptions`); None: those of `decisions`
+    arrivals: Callable[[], tuple[int | None, int | None]] | None = None  # the first and last arrival decided
+
+    @property
+    def exceptions(self) -> DataFrame:
+        """The decisions with something to say: what the decisions table stores (issue 46)."""
+        return self.stored if self.stored is not None else exceptions(self.decisions)
+
+    def arrival_span(self) -> tuple[int | None, int | None]:
+        """The first and the last arrival (microseconds; at least their hours) of the rows decided."""
+        if self.arrivals is not None:
+            return self.arrivals()
+        r = self.decisions.agg(F.unix_micros(F.min("arrival_time")).alias("lo"),
+                               F.unix_micros(F.max("arrival_time")).alias("hi")).first()
+        return r["lo"], r["hi"]
 
     @cached_property
     def metrics(self) -> DataFrame:
@@ -244,6 +259,8 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
         raise ValueError(f"{job.describe()}: idle_timeout with session windows needs a job without where, group_by "
                          "or transform (Job.define refuses it)")
     state = c.state or State()
+    if one_pass.applies(policy):
+        return _replay_in_one_pass(journal, job, flush, since_seq, partitions, rows_at_most, c)
     decided = _decide(journal, job, c, partitions)
     if decided is None:
         return _empty(journal, state, materialize, None if job.is_spec else job)
@@ -274,12 +291,97 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
                    lambda: metrics.hourly(decisions, dead, backward), cached, after)
 
 
+def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: int | None,
+                        partitions: list[int] | None, rows_at_most: int | None, c: Continuing) -> Outputs:
+    """`replay` of a policy the one pass decides (`one_pass.applies`): the `decide` run gives the exceptions and the
+    partial aggregates (kept, they are small), the `kept` run the events the windows aggregate; every row's decision
+    (`Outputs.decisions`) is a third run, made only when read."""
+    policy, state = job.policy, c.state or State()
+    found = _one_pass(journal, job, c, partitions)
+    if found is None:
+        return _empty(journal, state, None, None if job.is_spec else job)
+    p, prepared = found
+    cached = list(prepared.cached)
+    before = {q: v.wp for q, v in state.partitions.items()}
+    steps_before = {q: w // one_pass.RESOLUTION for q, w in before.items() if w > NEG}
+    ran = p.run("decide", since_seq, steps_before).persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(ran)
+    ends, span = one_pass.scope_ends(ran)  # runs the pass: one Spark job over the rows
+    carried = tuple(n for n, _ in job.fields)
+    decisions = _in_range(one_pass.decision_rows(p.run("all"), carried), since_seq)
+    decided = one_pass.decision_rows(one_pass.tagged(ran, one_pass.DECIDED))  # the exceptions, from `since_seq`
+    dropped = decided.where(F.col("action").isin("dropped", "quarantined")).select(
+        "seq", "partition", "offset", last_reason().alias("reason"),
+        F.lit(None).cast("timestamp").alias("window_start"), "arrival_time")
+    untimed = one_pass.tagged(ran, one_pass.UNTIMED).select(
+        "seq", "partition", "offset", F.lit("malformed").alias("reason"),
+        F.lit(None).cast("timestamp").alias("window_start"), F.timestamp_micros("arrival").alias("arrival_time"))
+    malformed = _in_range(_malformed(journal), since_seq).unionByName(untimed)
+    still_open = None
+    if policy.window is None:
+        win, dead = _no_windows(journal), dropped.unionByName(malformed)
+    else:
+        closes = windows.closes_of(one_pass.close_firsts(ran), span, policy, state)
+        flushing = flush and policy.flush_at_end
+        if job.is_spec:
+            w = windows.windows_and_closed(p.run("kept"), policy, flushing, state, closes)
+        else:
+            kept = p.run("kept")
+            events = job_sql.decided_events(one_pass.decision_rows(kept, carried), job)
+            w = windows.job_windows(None, events, policy, job.grouping, job.aggregates, flushing, state, closes)
+        cached.append(w.closes)
+        win, still_open = w.windows, w.open
+        if since_seq is not None:
+            win = win.where(F.col("emitted_at").isNull() | (F.col("emitted_at") >= since_seq))
+        if p.closed_here:  # found by the decide run already (from `since_seq`): the kept events are not read again
+            closed = one_pass.window_closed(ran, policy)
+        else:
+            closed = _in_range(w.closed, since_seq)
+        dead = dropped.unionByName(closed).unionByName(malformed)
+    dead = dead.persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(dead)
+    timeline = timeline_rows(_in_range(watermarks.timeline(one_pass.timeline_steps(ran), before=before), since_seq))
+    after = None
+    if c.keep_state:
+        scopes_before = {s: state.scope(s) for s in _scopes(policy, p.starts.wp_start.values)}
+        after = _state_from(ends, {}, p.starts.after, state, scopes_before, still_open, None)
+    backward = prepared.backward if since_seq is None else None
+
+    def hourly() -> DataFrame:
+        found = backward if backward is not None else metrics.backward_of(decisions)
+        return metrics.from_partials(one_pass.metric_partials(ran), dead, found)
+
+    return Outputs(decisions, win, _with_raw(dead, journal, rows_at_most), timeline, hourly, cached, after,
+                   stored=one_pass.with_fields(decided, journal, job), arrivals=lambda: one_pass.arrival_span(ran))
+
+
+def _one_pass(journal: DataFrame, job: Job, c: Continuing, partitions: list[int] | None):
+    """The decide pass over `journal` (`one_pass.Pass`) and the prepared rows it reads; None without rows."""
+    policy, state = job.policy, c.state or State()
+    prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, None, job.fields)
+    rows = prepared.rows.withColumn("chunk", watermarks.chunk_column())
+    starts = watermarks.bounded_starts(rows, policy, state, partitions, prepared.maxima, prepared.lying)
+    if starts is None:
+        for df in prepared.cached:
+            df.unpersist()
+        return None
+    return one_pass.Pass(starts, job, state), prepared
+
+
 def decide(journal: DataFrame, job: Job, *, since_seq: int | None = None, partitions: list[int] | None = None,
            continuing: Continuing | None = None) -> tuple[DataFrame, list[DataFrame]] | None:
     """The decisions alone (spec 3 and 4, the watermarks and the output watermark; no windows, no writes), as
     `replay` computes them: the rows a target stores only as its exceptions are derived from these
     (`replay.ops.outputs`). With the DataFrames cached for them (free them when done); None without rows."""
-    decided = _decide(journal, job, continuing or Continuing(), partitions)
+    c = continuing or Continuing()
+    if one_pass.applies(job.policy):
+        found = _one_pass(journal, job, c, partitions)
+        if found is None:
+            return None
+        p, prepared = found
+        rows = one_pass.decision_rows(p.run("all"), tuple(n for n, _ in job.fields))
+        return _in_range(rows, since_seq), list(prepared.cached)
+    decided = _decide(journal, job, c, partitions)
     if decided is None:
         return None
     rows, cached = decided[5], decided[6]
@@ -432,14 +534,22 @@ def _state_after(full: DataFrame, policy: Policy, d: watermarks.Decided, state: 
     if raised is not None:
         joined = raised.join(full.select("seq", scope.alias("scope")), "seq")
         raises = {r["scope"]: r["r"] for r in joined.groupBy("scope").agg(F.max("raise").alias("r")).collect()}
+    ends = {r["scope"]: one_pass.ScopeEnd(r["seq"], r["owm"], r["last_event"]) for r in ends}
+    return _state_from(ends, raises, d.partitions, state, scopes_before, still_open, d.keys)
+
+
+def _state_from(ends: dict[int, one_pass.ScopeEnd], raises: dict[int, int], partitions: dict, state: State,
+                scopes_before: dict[int, ScopeState], still_open: DataFrame | None, keys: DataFrame | None) -> State:
+    """The state after the rows: each scope's end (and idle raise) over its state before, the partitions after them,
+    the windows still open and the substreams' maxima."""
     scopes = dict(scopes_before)
-    for r in ends:
-        s, before = r["scope"], scopes_before.get(r["scope"], ScopeState())
-        last = [v for v in (before.last_event, r["last_event"]) if v is not None]
-        scopes[s] = ScopeState(owm=max(before.owm, r["owm"]), raised=max(before.raised, raises.get(s, NEG)),
+    for s, e in ends.items():
+        before = scopes_before.get(s, ScopeState())
+        last = [v for v in (before.last_event, e.last_event) if v is not None]
+        scopes[s] = ScopeState(owm=max(before.owm, e.owm), raised=max(before.raised, raises.get(s, NEG)),
                                last_event=max(last) if last else None)
-    return State(seq=max(r["seq"] for r in ends), partitions={**state.partitions, **d.partitions}, scopes=scopes,
-                 windows=still_open, keys=d.keys if d.keys is not None else state.keys)
+    return State(seq=max(e.seq for e in ends.values()), partitions={**state.partitions, **partitions}, scopes=scopes,
+                 windows=still_open, keys=keys if keys is not None else state.keys)
 
 
 def _malformed(journal: DataFrame) -> DataFrame:

@@ -169,30 +169,61 @@ def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int
              carried: tuple[str, ...] = ()) -> Decided | None:
     """W_s = max(max over kept events of the scope of t - O, max over all rows of the partition of
     arrival - L). An out-of-order event never raises it, so the maxima may include every event."""
-    if maxima is None:
-        maxima = [tuple(r) for r in contributions(rows, policy).groupBy("chunk", "partition")
-                  .agg(F.max("floor_c"), F.max("event_c")).collect()]
-    if not maxima:
-        return None
-    parts = _source_partitions({p for _, p, _, _ in maxima}, state, partitions)
-    floor_start, event_start = _term_starts(maxima, parts, state)
     if policy.substream_by:
+        if maxima is None:
+            maxima = _chunk_maxima(rows, policy)
+        if not maxima:
+            return None
+        parts = _source_partitions({p for _, p, _, _ in maxima}, state, partitions)
+        floor_start, _ = _term_starts(maxima, parts, state)
         # The checks run again after the shuffle: moving the 9 journal columns is cheaper than moving 16.
         rows = rows.repartition(floor_start.last - floor_start.first + 1, "chunk")
         decided, keys = _substreams(contributions(rows, policy), policy, floor_start, state)
         after = {p: PartitionState(floor=floor_start.ends[p], wp=floor_start.ends[p]) for p in parts}
         return Decided(decided, floor_start, after, keys)
+    b = bounded_starts(rows, policy, state, partitions, maxima, lying)
+    if b is None:
+        return None
+    decided = _partition_scopes(b.rows, policy, b.start, b.where, carried)
+    return Decided(decided, b.wp_start, b.after)
+
+
+class BoundedStarts(NamedTuple):
+    """Where the bounded watermark's pass (no substreams) starts: its rows (with `chunk`, and `row` when they lie as
+    the first pass read them), each unit's start values (`start`: per chunk, or per stretch of `where`), every
+    chunk's start values (`wp_start`) and each source partition's state after the rows."""
+
+    rows: DataFrame
+    start: Starts
+    where: kernels.Stretches | None
+    wp_start: Starts
+    after: dict[int, PartitionState]
+
+
+def bounded_starts(rows: DataFrame, policy: Policy, state: State, partitions: list[int] | None,
+                   maxima: list[tuple[int, int, int, int]] | None, lying: AsTheyLie | None) -> BoundedStarts | None:
+    """The starts of the bounded watermark's pass over `rows` (`decide`'s arguments), from the first pass's maxima
+    when it found them (`maxima`, `lying`), else from an aggregation per chunk; None without rows."""
+    if maxima is None:
+        maxima = _chunk_maxima(rows, policy)
+    if not maxima:
+        return None
+    parts = _source_partitions({p for _, p, _, _ in maxima}, state, partitions)
+    floor_start, event_start = _term_starts(maxima, parts, state)
     wp_start = floor_start.combine(event_start)
     after = {p: PartitionState(floor=floor_start.ends[p], events=event_start.ends[p], wp=wp_start.ends[p])
              for p in parts}
     if lying is not None and len(parts) * len(lying.stretches.first) <= STRETCH_CELLS:
         s = lying.stretches
         floor, events = _term_starts(s.maxima, parts, state, (0, len(s.first) - 1))
-        decided = _partition_scopes(lying.rows.withColumn("chunk", chunk_column()), policy, floor.combine(events), s,
-                                    carried)
-    else:
-        decided = _partition_scopes(rows, policy, wp_start, carried=carried)
-    return Decided(decided, wp_start, after)
+        return BoundedStarts(lying.rows.withColumn("chunk", chunk_column()), floor.combine(events), s, wp_start, after)
+    return BoundedStarts(rows, wp_start, None, wp_start, after)
+
+
+def _chunk_maxima(rows: DataFrame, policy: Policy) -> list[tuple[int, int, int, int]]:
+    """(chunk, partition, max of the floor term, max of the event term) of `rows` (with `chunk`)."""
+    return [tuple(r) for r in contributions(rows, policy).groupBy("chunk", "partition")
+            .agg(F.max("floor_c"), F.max("event_c")).collect()]
 
 
 def _term_starts(maxima: list[tuple[int, int, int, int]], parts: list[int], state: State,

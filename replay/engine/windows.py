@@ -77,25 +77,32 @@ def reached_index(owm: Column | int, policy: Policy):
 def close_points(decisions: DataFrame, policy: Policy, state: State | None = None) -> DataFrame:
     """(scope, k, close_seq): the first row at which window k of a scope is closed, for every k that closes
     within the span of the kept events' windows and the open windows of `state`."""
+    span = decisions.agg(F.min("timestamp").alias("lo"), F.max("timestamp").alias("hi")).first()
+    firsts = (
+        decisions.where(F.col("output_watermark") > NEG)
+        .groupBy(scope_column(policy).alias("scope"), reached_index(F.col("output_watermark"), policy).alias("reached"))
+        .agg(F.min("seq").alias("close_seq"))
+    )
+    return closes_of(firsts, (span["lo"], span["hi"]), policy, state)
+
+
+def closes_of(firsts: DataFrame, span: tuple[int | None, int | None], policy: Policy,
+              state: State | None = None) -> DataFrame:
+    """`close_points` from the first row at which each scope's output watermark reaches each window index (scope,
+    reached, close_seq) and the kept events' first and last timestamp (`span`, None without kept events)."""
     w = policy.window
     state = state or State()
-    span = decisions.agg(F.min("timestamp").alias("lo"), F.max("timestamp").alias("hi")).first()
     k_min = k_max = None
-    if span["lo"] is not None:
-        k_min = (span["lo"] - w.offset - w.size) // w.hop + 1
-        k_max = (span["hi"] - w.offset) // w.hop
+    if span[0] is not None:
+        k_min = (span[0] - w.offset - w.size) // w.hop + 1
+        k_max = (span[1] - w.offset) // w.hop
     if state.windows is not None:
         held = state.windows.agg(F.min("k").alias("lo"), F.max("k").alias("hi")).first()
         if held["lo"] is not None:
             k_min = held["lo"] if k_min is None else min(k_min, held["lo"])
             k_max = held["hi"] if k_max is None else max(k_max, held["hi"])
     if k_min is None:
-        return decisions.sparkSession.createDataFrame([], "scope int, k long, close_seq long")
-    firsts = (
-        decisions.where(F.col("output_watermark") > NEG)
-        .groupBy(scope_column(policy).alias("scope"), reached_index(F.col("output_watermark"), policy).alias("reached"))
-        .agg(F.min("seq").alias("close_seq"))
-    )
+        return firsts.sparkSession.createDataFrame([], "scope int, k long, close_seq long")
     # The output watermark only rises, so the row that first reaches index r closes the windows after
     # the previous reached index (or the state's), up to r.
     closed_before = {s: reached_index(v.owm, policy) for s, v in state.scopes.items() if v.owm > NEG}
@@ -132,13 +139,17 @@ class WindowResults:
     open: DataFrame     # windows still open after the last row (state.WINDOWS_SCHEMA)
 
 
-def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool, state: State | None = None) -> WindowResults:
+def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool, state: State | None = None,
+                       closes: DataFrame | None = None) -> WindowResults:
     """Emitted windows, the `window_closed` dead letters of events that came after their window closed,
-    and the windows still open, continuing from the open windows and output watermarks of `state`."""
+    and the windows still open, continuing from the open windows and output watermarks of `state`. `closes`: the
+    close points (`close_points`), when the caller has them; `decisions` then need only hold the kept events."""
     w = policy.window
     state = state or State()
     m = members(decisions, policy)
-    closes = close_points(decisions, policy, state).persist()  # small: one row per window index that closes
+    if closes is None:
+        closes = close_points(decisions, policy, state)
+    closes = closes.persist()  # small: one row per window index that closes
     joined = m.join(F.broadcast(closes), ["scope", "k"], "left")  # members stay where they are: no shuffle
     too_late = _too_late(policy, state)
     counted = joined.where(~too_late).groupBy("scope", "group_key", "k").agg(
@@ -146,9 +157,29 @@ def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool, state:
         # decimal sums are exact, so the result does not depend on how rows were partitioned
         F.sum(F.col("value").cast("decimal(38,12)")).alias("sum"),
     )
+    windows, still_open = emitted(counted, closes, policy, flush, state)
+    start = window_start(F.col("k"), w)
+    closed = joined.where(too_late).select(
+        "seq", "partition", "offset",
+        F.lit("window_closed").alias("reason"),
+        F.timestamp_micros(start).alias("window_start"),
+        F.timestamp_micros(F.col("arrival")).alias("arrival_time"),
+    )
+    return WindowResults(windows, closed, closes, still_open)
+
+
+def emitted(counted: DataFrame, closes: DataFrame, policy: Policy, flush: bool, state: State | None = None
+            ) -> tuple[DataFrame, DataFrame]:
+    """The spec's windows from their counts and exact sums (scope, group_key, k, count, sum: the members that did not
+    miss them, in any number of rows per window) and the open windows of `state`: the emitted ones (with `flush`, the
+    open ones too, with a null `emitted_at`) and those still open (state.WINDOWS_SCHEMA)."""
+    w = policy.window
+    state = state or State()
     if state.windows is not None:
-        counted = counted.unionByName(state.windows).groupBy("scope", "group_key", "k").agg(
-            F.sum("count").alias("count"), F.sum("sum").cast("decimal(38,12)").alias("sum"))
+        counted = counted.unionByName(state.windows)
+    # decimal sums are exact, so the result does not depend on how rows were partitioned
+    counted = counted.groupBy("scope", "group_key", "k").agg(
+        F.sum("count").alias("count"), F.sum("sum").cast("decimal(38,12)").alias("sum"))
     counted = counted.join(F.broadcast(closes), ["scope", "k"], "left")
     still_open = counted.where(F.col("close_seq").isNull()).select(
         "scope", "group_key", "k", "count", F.col("sum").cast("decimal(38,12)").alias("sum"))
@@ -161,27 +192,23 @@ def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool, state:
         F.when(F.col("scope") != MERGED, F.col("scope")).alias("partition"),
         "count", F.col("sum").cast("double").alias("sum"), F.col("close_seq").alias("emitted_at"),
     )
-    closed = joined.where(too_late).select(
-        "seq", "partition", "offset",
-        F.lit("window_closed").alias("reason"),
-        F.timestamp_micros(start).alias("window_start"),
-        F.timestamp_micros(F.col("arrival")).alias("arrival_time"),
-    )
-    return WindowResults(windows, closed, closes, still_open)
+    return windows, still_open
 
 
-def job_windows(decisions: DataFrame, kept: DataFrame, policy: Policy, grouping: tuple[str, ...],
-                aggregates: tuple[tuple[str, str], ...], flush: bool, state: State | None = None) -> WindowResults:
+def job_windows(decisions: DataFrame | None, kept: DataFrame, policy: Policy, grouping: tuple[str, ...],
+                aggregates: tuple[tuple[str, str], ...], flush: bool, state: State | None = None,
+                closes: DataFrame | None = None) -> WindowResults:
     """A user job's windows: `kept` (its decided events after filter and transform: seq, partition, offset,
     timestamp, arrival_time and its columns) aggregated with its Spark SQL aggregates per window and group.
-    `decisions` are the engine's rows (times in microseconds), where windows close.
+    `decisions` are the engine's rows (times in microseconds), where windows close, unless the caller has the close
+    points (`closes`).
 
     Any aggregate is allowed, so a window's state is its members: the open windows of `state` hold them
     (scope, k and the member's columns), and `WindowResults.open` gives them on to the next batch.
     Aggregates whose result could depend on row order are refused when the job is loaded (`job_sql.check`)."""
     w = policy.window
     state = state or State()
-    closes = close_points(decisions, policy, state).persist()
+    closes = (close_points(decisions, policy, state) if closes is None else closes).persist()
     lo, hi = window_range(F.unix_micros("timestamp"), w)
     rows = kept
     if w.hop >= w.size:

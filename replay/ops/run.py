@@ -136,15 +136,17 @@ def _commit(spark: SparkSession, store: TableStore, r: _Replay, out: engine.Outp
         if name == "decisions":
             before = commit_metadata(spark, path) if partial and store.exists(path) else None
             meta = {**meta, **outputs.stored_metadata(r.job, partitions, before, *covered)}
-        df = engine.exceptions(out.decisions) if name == "decisions" else getattr(out, name)
+        df = out.exceptions if name == "decisions" else getattr(out, name)
         _write(store, df, path, name, span, meta)
         faults.interrupt_point(name)
     step("metrics")
     # metrics cover the whole target: a range replay's are recomputed from its tables (cheap to scan); a
     # whole replay's tables are the ones just computed, whose decisions and dead letters are at hand
     hourly = target_metrics(spark, store, r.where) if partial else out.metrics
+    first, last = out.arrival_span()
+    hours = None if first is None else hours_between(first, last)
     store.write(hourly, r.where.table("metrics"), mode="overwrite",
-                metadata={**r.metadata("metrics", lo, hi), "hours": arrival_hours(out.decisions)})
+                metadata={**r.metadata("metrics", lo, hi), "hours": hours})
 
 
 def arrival_hours(decisions: DataFrame) -> list[str] | None:

@@ -145,3 +145,17 @@ def journals(draw, max_partitions: int = 3, features: bool = DRAW_ISSUE_48):
     fields = ("partition", "offset", "kind", "arrival_time", "event_time", "key", "value") + (
         ("device",) if features else ())
     return [{k: r[k] for k in fields} for r in rows]
+
+
+@st.composite
+def one_pass_policies(draw):
+    """A policy `replay.engine.one_pass` decides: drawn as `policies`, then bounded (or the source strategy) with no
+    substreams, no idle timeout and no session window."""
+    policy = draw(policies())
+    policy.pop("idle_timeout", None)
+    policy.pop("substream_by", None)
+    if policy.get("watermark", {}).get("strategy") == "punctuated":
+        policy["watermark"] = {"strategy": "bounded"}
+    if (policy.get("window") or {}).get("kind") == "session":
+        policy["window"] = {"kind": "tumbling", "size": draw(st.sampled_from(["2s", "5s", "10s"]))}
+    return policy

@@ -1,0 +1,193 @@
+"""The bounded (or source) watermark without substreams, idle timeout or session windows, the production policy's
+kind, decided in one pass in the JVM (`replay/engine/jvm/retrace/engine/Decide.java`): each row's checks, watermarks
+and output watermark where the row lies, and back to Spark only what an output keeps: the exceptions, a few partial
+aggregates (each window index's first closing row, the watermark timeline's steps, the hourly metrics' counts, each
+output scope's last values) and, for the windows, the kept events. No row per journal row is written, cached or
+moved to Python: that copy of the journal was most of a replay's time (issue 46)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from replay.engine import job_sql, kernels, watermarks
+from replay.engine.decisions import NEG
+from replay.model.jobs import Job
+from replay.model.policy import Policy
+from replay.model.state import State
+
+# the rows the operator sends back (`Decide`'s tags): a decided row, or a partial aggregate
+DECIDED, UNTIMED, CLOSE, STEP, METRICS, SCOPE, CLOSED = range(7)
+ACTIONS = ("accepted", "adjusted", "dropped", "quarantined")  # `Decide`'s action codes, in order
+ORDER_ACTIONS = {"adjust": 0, "drop": 1, "accept": 2}
+RESOLUTION = 1_000_000  # the watermark timeline's step, as `watermarks.timeline` takes it
+BROADCAST_FIELDS = 1_000_000  # exceptions up to which they are broadcast to the journal for their fields
+
+
+def applies(policy: Policy) -> bool:
+    """Whether the one pass decides this policy: every per-row decision is then a running maximum from a start
+    value (spec 3 and 4). Punctuated watermarks, substreams, idle timeouts and session windows take the passes of
+    `watermarks`, `idle` and `sessions`."""
+    return (not policy.punctuated and policy.substream_by is None and policy.idle_timeout is None
+            and not policy.sessions)
+
+
+def rules(policy: Policy, since: int | None = None, step_before: dict[int, int] | None = None,
+          scope_owm: dict[int, int] | None = None, closed_here: bool = False) -> dict:
+    """The policy's numbers as the operator reads them (`Decide.Rules`): microseconds, None where disabled.
+    `since`: the first seq whose exceptions and counts are kept; `step_before`: each partition's timeline step
+    reached before the rows; `scope_owm`: each output scope's output watermark before them; `closed_here`: the
+    decide run also sends the `window_closed` dead letters (a job whose windows take every kept event)."""
+    w = policy.window
+    return {
+        "early": policy.early_arrival_tolerance, "late": policy.late_arrival_tolerance,
+        "out_of_order": policy.out_of_order_tolerance, "early_adjust": policy.early_arrival_action == "adjust",
+        "late_action": ORDER_ACTIONS[policy.late_arrival_action],
+        "order_action": ORDER_ACTIONS[policy.out_of_order_action],
+        "by_arrival": policy.by_arrival, "source_only": policy.source_punctuated, "merged": not policy.independent,
+        "size": w.size if w is not None else None, "hop": w.hop if w is not None else None,
+        "offset": w.offset if w is not None else None, "lateness": policy.allowed_lateness,
+        "resolution": RESOLUTION, "since": since, "step_before": step_before or {}, "scope_owm": scope_owm or {},
+        "closed_here": closed_here,
+    }
+
+
+@dataclass(frozen=True)
+class Pass:
+    """The decide pass of a job over prepared rows (`pipeline.prepare`), from the starts `watermarks.bounded_starts`
+    found; each `run` reads the journal again and sends back what its mode keeps."""
+
+    starts: watermarks.BoundedStarts
+    job: Job
+    state: State
+
+    @property
+    def closed_here(self) -> bool:
+        """The decide run finds the `window_closed` dead letters: the job's windows take every kept event as it is
+        (no `where`, no transform), so a kept event misses exactly the windows closed before its row."""
+        return self.job.policy.window is not None and self.job.where is None and self.job.transform is None
+
+    def run(self, mode: str, since: int | None = None, step_before: dict[int, int] | None = None) -> DataFrame:
+        """`all` (every row), `kept` (the kept events) or `decide` (exceptions and partials from `since` on). The
+        job's fields go with the rows of `all` and `kept` only: `decide` leaves them out, so the scan does not
+        compute them (for a job over the payload, most of a replay's reading)."""
+        carried = () if mode == "decide" else tuple(n for n, _ in self.job.fields)
+        rows = self.starts.rows
+        rows = rows.select(
+            "seq", "partition", "offset", _kind_code().alias("kind"), "arrival", "et", "key", "value", "duplicate",
+            "chunk", *(["row"] if self.starts.where is not None else []), *carried)
+        owm = {s: v.owm for s, v in self.state.scopes.items()}
+        settings = rules(self.job.policy, since, step_before, owm, self.closed_here)
+        return kernels.decide_pass(rows, self.starts.start, settings, mode, self.starts.where)
+
+
+def _kind_code() -> Column:
+    """`kind` as the operator reads it: 0 event, 1 clock, 2 punctuation (other rows are not acted on)."""
+    return F.when(F.col("kind") == "event", 0).when(F.col("kind") == "clock", 1).otherwise(2).cast("byte")
+
+
+def decision_rows(ran: DataFrame, carried: tuple[str, ...] = ()) -> DataFrame:
+    """The operator's decided rows as the decisions table's columns (`pipeline.decision_rows`'), with `carried`."""
+    code, a, bits = F.col("kind"), F.col("action"), F.col("reasons")
+    action = F.when(a == 0, "accepted").when(a == 1, "adjusted").when(a == 2, "dropped").when(a == 3, "quarantined")
+    none = F.array().cast("array<string>")
+
+    def named(bit: int, name: str) -> Column:
+        return F.when(bits.bitwiseAND(bit) != 0, F.array(F.lit(name)))
+
+    reasons = F.concat(  # in the spec's check order (`decisions._reasons`)
+        F.coalesce(named(1, "duplicate"), named(2, "invalid_event_time"), none),
+        F.coalesce(named(4, "early"), none), F.coalesce(named(8, "late"), none),
+        F.coalesce(named(16, "out_of_order"), none))
+    return ran.select(
+        "seq", "partition", "offset",
+        F.when(code == 0, "event").when(code == 1, "clock").otherwise("punctuation").alias("kind"),
+        action.alias("action"), F.when(code == 0, reasons).alias("reasons"),
+        _instant("timestamp").alias("timestamp"), _instant("wp").alias("watermark"),
+        _instant("owm").alias("output_watermark"), F.timestamp_micros("arrival").alias("arrival_time"),
+        "key", "value", _instant("wp").alias("partition_watermark"), *carried,
+    )
+
+
+def _instant(c: str) -> Column:
+    """Microseconds -> UTC timestamp; -infinity -> null."""
+    return F.when(F.col(c) > NEG, F.timestamp_micros(F.col(c)))
+
+
+def tagged(ran: DataFrame, tag: int) -> DataFrame:
+    return ran.where(F.col("tag") == tag)
+
+
+def with_fields(decided: DataFrame, journal: DataFrame, job: Job) -> DataFrame:
+    """The decided rows (few: the exceptions) with the job's fields, read from the journal rows they came from. The
+    decide pass leaves the fields out, so only these rows' payloads are parsed."""
+    if not job.fields:
+        return decided
+    seqs = decided.select("seq")
+    few = seqs.count() <= BROADCAST_FIELDS
+    source = journal.join(F.broadcast(seqs) if few else seqs, "seq", "left_semi")
+    fields = job_sql.with_payload(source).select(
+        "seq", *(F.when(F.col("kind") == "event", F.expr(e)).alias(n) for n, e in job.fields))
+    return decided.join(F.broadcast(fields) if few else fields, "seq", "left")
+
+
+def close_firsts(ran: DataFrame) -> DataFrame:
+    """(scope, reached, close_seq): the first row at which each scope's output watermark reaches each window index
+    (`windows.closes_of`), from each task's first."""
+    return tagged(ran, CLOSE).groupBy(F.col("s").alias("scope"), F.col("x").alias("reached")).agg(
+        F.min("y").alias("close_seq"))
+
+
+def timeline_steps(ran: DataFrame) -> DataFrame:
+    """Each task's first row per partition and watermark step, as `watermarks.timeline` reads rows."""
+    return tagged(ran, STEP).select(
+        F.col("s").alias("partition"), F.col("y").alias("seq"), F.col("z").alias("arrival"),
+        F.col("counts")[0].alias("wp"), F.col("counts")[1].alias("output_watermark"))
+
+
+def window_closed(ran: DataFrame, policy: Policy) -> DataFrame:
+    """The `window_closed` dead letters the decide run found (`Pass.closed_here`), one per window missed."""
+    w = policy.window
+    return tagged(ran, CLOSED).select(
+        "seq", "partition", "offset", F.lit("window_closed").alias("reason"),
+        F.timestamp_micros(F.lit(w.offset) + F.col("x") * w.hop).alias("window_start"),
+        F.timestamp_micros("arrival").alias("arrival_time"))
+
+
+def metric_partials(ran: DataFrame) -> DataFrame:
+    """Each task's counts per partition and hour of arrival (`metrics.from_partials`)."""
+    return tagged(ran, METRICS).select(F.col("s").alias("partition"), F.timestamp_micros("x").alias("hour"), "counts")
+
+
+@dataclass(frozen=True)
+class ScopeEnd:
+    """An output scope after the rows: its last seq, highest output watermark and latest event arrival."""
+
+    seq: int
+    owm: int
+    last_event: int | None
+
+
+def scope_ends(ran: DataFrame) -> tuple[dict[int, ScopeEnd], tuple[int | None, int | None]]:
+    """Per output scope, its end (`ScopeEnd`); and the kept events' first and last timestamp (None without any).
+    Collected: a few rows per task."""
+    ends, lo, hi = {}, None, None
+    for r in tagged(ran, SCOPE).select("s", "counts").collect():
+        seq, owm, last, first_ts, last_ts = r["counts"]
+        e = ends.get(r["s"])
+        event = last if last > -(2**63) else None
+        if e is not None:
+            seq, owm = max(seq, e.seq), max(owm, e.owm)
+            event = max((v for v in (event, e.last_event) if v is not None), default=None)
+        ends[r["s"]] = ScopeEnd(seq, owm, event)
+        if first_ts <= last_ts:  # the task kept an event
+            lo = first_ts if lo is None else min(lo, first_ts)
+            hi = last_ts if hi is None else max(hi, last_ts)
+    return ends, (lo, hi)
+
+
+def arrival_span(ran: DataFrame) -> tuple[int | None, int | None]:
+    """The first and the last hour of arrival of the rows counted (from `since` on), in microseconds."""
+    r = tagged(ran, METRICS).agg(F.min("x").alias("lo"), F.max("x").alias("hi")).first()
+    return r["lo"], r["hi"]
