@@ -127,3 +127,28 @@ def _reasons(ooo: Column) -> Column:
 def last_reason() -> Column:
     """A dead letter's reason: the last of the event's reasons."""
     return F.element_at(F.col("reasons"), -1)
+
+
+def kind_code() -> Column:
+    """`kind` as the JVM's decide pass reads it (a byte: a string costs most to buffer): 0 event, 1 clock, 2 a
+    punctuation (other kinds are not acted on)."""
+    return F.when(F.col("kind") == "event", 0).when(F.col("kind") == "clock", 1).otherwise(2).cast("byte")
+
+
+def decoded(ran: DataFrame) -> DataFrame:
+    """The decide pass's rows (`kernels.decide_pass`) with `kind`, `action` and `reasons` as the decisions spell them
+    (the operator's codes: `Decide.java`); `timestamp` stays in microseconds, null unless the event is kept."""
+    code, a, bits = F.col("kind"), F.col("action"), F.col("reasons")
+    action = F.when(a == 0, "accepted").when(a == 1, "adjusted").when(a == 2, "dropped").when(a == 3, "quarantined")
+    none = F.array().cast("array<string>")
+
+    def named(bit: int, name: str) -> Column:
+        return F.when(bits.bitwiseAND(bit) != 0, F.array(F.lit(name)))
+
+    reasons = F.concat(  # in check order (`_reasons`)
+        F.coalesce(named(1, "duplicate"), named(2, "invalid_event_time"), none),
+        F.coalesce(named(4, "early"), none), F.coalesce(named(8, "late"), none),
+        F.coalesce(named(16, "out_of_order"), none))
+    return ran.withColumns({
+        "kind": F.when(code == 0, "event").when(code == 1, "clock").otherwise("punctuation"),
+        "action": action, "reasons": F.when(code == 0, reasons)})

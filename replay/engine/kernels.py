@@ -1,6 +1,6 @@
-"""The watermark pass's sequential parts on the executors, in the JVM (`replay/engine/jvm`): the first pass
-(`FirstPass`), the running maxima (`RunningWatermarks`) and, for the bounded watermark without substreams, the whole
-decide pass (`Decide`).
+"""The sequential passes on the executors, in the JVM (`replay/engine/jvm`): the first pass over a whole journal
+(`FirstPass`) and, for the bounded watermark without substreams, the decide pass (`Decide`): the running maxima, the
+output watermark and every row's decision.
 
 A whole replay's rows stay where they lie: the first pass (`chunk_pass`) cut each task's rows into stretches of
 consecutive `seq`, and the watermark pass finds the same stretches in the same tasks (`Stretches`). Else each
@@ -16,6 +16,7 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from replay.model.policy import Policy
 from replay.model.state import NEG
 
 
@@ -30,13 +31,18 @@ class Stretches:
     maxima: list[tuple[int, int, int, int]]
 
 
-def running_watermarks(rows: DataFrame, start, merged: bool, where: Stretches | None = None) -> DataFrame:
-    """Adds `wp` (the row's partition's running maximum of `c` after the row, from its value at the start of its
-    chunk, or with `where`, of its stretch, in `start`, a `watermarks.Starts` over those), `w_before` (the same
-    before the row) and, when `merged`, `merged` (the minimum over all partitions of their `wp` after the row).
-    Rows carry `chunk`, `partition`, `seq`, `c`; with `where`, also `row` (the semantics act on it: others count
-    towards their stretch, and are left out). The loop runs in the JVM on the executors
-    (`replay/engine/jvm`, `RunningWatermarks`): the rows never leave it."""
+def decide_pass(rows: DataFrame, start, policy: Policy, mode: str, where: Stretches | None = None, *,
+                since: int | None = None, step_before: dict[int, int] | None = None,
+                scope_owm: dict[int, int] | None = None, closed_here: bool = False) -> DataFrame:
+    """Spec steps 1-4 and the bounded watermarks of `rows` in the JVM (`Decide`), each partition's running maximum from
+    its value at the start of the row's chunk (or with `where`, its stretch: the rows lie where the first pass found
+    them) in `start` (a `watermarks.Starts`), the merged output watermark a minimum over all partitions. Rows carry
+    seq, partition, kind (`decisions.kind_code`), arrival, et, duplicate, chunk (and with `where`, `row`: rows the
+    semantics skip count towards their stretch and are left out); other columns pass through. `mode`: what comes back
+    (`Decide`'s javadoc): `all` rows, the `kept` events, the `members` of windows, or for `decide` the exceptions from
+    `since` on and the partial aggregates (`step_before`: each partition's timeline step reached before the rows;
+    `scope_owm`: each output scope's output watermark before them; `closed_here`: the `window_closed` dead letters
+    too). Adds `Decide.ADDED`'s columns."""
     parts = np.array(sorted(start.values), dtype=np.int64)
     table = np.array([start.values[p] for p in parts], dtype=np.int64).reshape(len(parts), -1)
     spark = rows.sparkSession
@@ -45,32 +51,31 @@ def running_watermarks(rows: DataFrame, start, merged: bool, where: Stretches | 
         bounds = (None, None, None)
     else:
         bounds = tuple(_bytes(a) for a in (where.first, where.last, where.rows))
-    ran = spark._jvm.retrace.engine.RunningWatermarks.run(rows._jdf, _bytes(parts), _bytes(table), merged,
-                                                          int(start.first), *bounds)
-    return DataFrame(ran, spark)
-
-
-def decide_pass(rows: DataFrame, start, rules: dict, mode: str, where: Stretches | None = None) -> DataFrame:
-    """Spec steps 1-4 and the bounded watermarks of `rows` in the JVM (`Decide`), from each chunk's (or with `where`,
-    each stretch's) start values in `start` (a `watermarks.Starts`), as `running_watermarks` takes them. `rules`: the
-    policy's numbers (`one_pass.rules`); `mode`: what comes back (`all` rows, the `kept` events, or for `decide` the
-    exceptions and partial aggregates). Adds the operator's columns (`Decide.ADDED`) to the rows it sends back."""
-    parts = np.array(sorted(start.values), dtype=np.int64)
-    table = np.array([start.values[p] for p in parts], dtype=np.int64).reshape(len(parts), -1)
-    spark = rows.sparkSession
-    if where is None:
-        rows = rows.repartitionById(table.shape[1], F.col("chunk") - start.first)
-        bounds = (None, None, None)
-    else:
-        bounds = tuple(_bytes(a) for a in (where.first, where.last, where.rows))
-    before = rules.get("step_before") or {}  # per partition: the timeline's step reached before the rows
-    steps = np.array([before.get(int(p), np.iinfo(np.int64).min) for p in parts], dtype=np.int64)
-    owm = rules.get("scope_owm") or {}  # per output scope: its output watermark before the rows
-    owm = [owm.get(-1, NEG)] if rules["merged"] else [owm.get(int(p), NEG) for p in parts]
-    rules = {**rules, "step_before": _bytes(steps), "scope_owm": _bytes(np.array(owm, dtype=np.int64))}
-    ran = spark._jvm.retrace.engine.Decide.run(rows._jdf, mode, rules, _bytes(parts), _bytes(table),
+    steps = np.array([(step_before or {}).get(int(p), np.iinfo(np.int64).min) for p in parts], dtype=np.int64)
+    owm = scope_owm or {}
+    owm = [owm.get(-1, NEG)] if not policy.independent else [owm.get(int(p), NEG) for p in parts]
+    settings = {**_rules(policy), "since": since, "closed_here": closed_here, "step_before": _bytes(steps),
+                "scope_owm": _bytes(np.array(owm, dtype=np.int64))}
+    ran = spark._jvm.retrace.engine.Decide.run(rows._jdf, mode, settings, _bytes(parts), _bytes(table),
                                                int(start.first), *bounds)
     return DataFrame(ran, spark)
+
+
+ACTIONS = {"adjust": 0, "drop": 1, "accept": 2}  # `Decide.Rules`' codes of a tolerance's action
+RESOLUTION = 1_000_000  # the watermark timeline's step, as `watermarks.timeline` takes it
+
+
+def _rules(policy: Policy) -> dict:
+    """The policy's numbers as `Decide.Rules` reads them: microseconds, None where a tolerance is disabled."""
+    w = policy.window if not policy.sessions else None
+    return {
+        "early": policy.early_arrival_tolerance, "late": policy.late_arrival_tolerance,
+        "out_of_order": policy.out_of_order_tolerance, "early_adjust": policy.early_arrival_action == "adjust",
+        "late_action": ACTIONS[policy.late_arrival_action], "order_action": ACTIONS[policy.out_of_order_action],
+        "by_arrival": policy.by_arrival, "source_only": policy.source_punctuated, "merged": not policy.independent,
+        "size": w.size if w is not None else None, "hop": w.hop if w is not None else None,
+        "offset": w.offset if w is not None else None, "lateness": policy.allowed_lateness, "resolution": RESOLUTION,
+    }
 
 
 def _bytes(values: np.ndarray) -> bytes:

@@ -12,16 +12,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from replay.engine import job_sql, kernels, watermarks
-from replay.engine.decisions import NEG
+from replay.engine.decisions import NEG, decoded, kind_code
 from replay.model.jobs import Job
 from replay.model.policy import Policy
 from replay.model.state import State
 
 # the rows the operator sends back (`Decide`'s tags): a decided row, or a partial aggregate
 DECIDED, UNTIMED, CLOSE, STEP, METRICS, SCOPE, CLOSED = range(7)
-ACTIONS = ("accepted", "adjusted", "dropped", "quarantined")  # `Decide`'s action codes, in order
-ORDER_ACTIONS = {"adjust": 0, "drop": 1, "accept": 2}
-RESOLUTION = 1_000_000  # the watermark timeline's step, as `watermarks.timeline` takes it
 BROADCAST_FIELDS = 1_000_000  # exceptions up to which they are broadcast to the journal for their fields
 
 
@@ -31,26 +28,6 @@ def applies(policy: Policy) -> bool:
     `watermarks`, `idle` and `sessions`."""
     return (not policy.punctuated and policy.substream_by is None and policy.idle_timeout is None
             and not policy.sessions)
-
-
-def rules(policy: Policy, since: int | None = None, step_before: dict[int, int] | None = None,
-          scope_owm: dict[int, int] | None = None, closed_here: bool = False) -> dict:
-    """The policy's numbers as the operator reads them (`Decide.Rules`): microseconds, None where disabled.
-    `since`: the first seq whose exceptions and counts are kept; `step_before`: each partition's timeline step
-    reached before the rows; `scope_owm`: each output scope's output watermark before them; `closed_here`: the
-    decide run also sends the `window_closed` dead letters (a job whose windows take every kept event)."""
-    w = policy.window
-    return {
-        "early": policy.early_arrival_tolerance, "late": policy.late_arrival_tolerance,
-        "out_of_order": policy.out_of_order_tolerance, "early_adjust": policy.early_arrival_action == "adjust",
-        "late_action": ORDER_ACTIONS[policy.late_arrival_action],
-        "order_action": ORDER_ACTIONS[policy.out_of_order_action],
-        "by_arrival": policy.by_arrival, "source_only": policy.source_punctuated, "merged": not policy.independent,
-        "size": w.size if w is not None else None, "hop": w.hop if w is not None else None,
-        "offset": w.offset if w is not None else None, "lateness": policy.allowed_lateness,
-        "resolution": RESOLUTION, "since": since, "step_before": step_before or {}, "scope_owm": scope_owm or {},
-        "closed_here": closed_here,
-    }
 
 
 @dataclass(frozen=True)
@@ -64,46 +41,28 @@ class Pass:
 
     @property
     def closed_here(self) -> bool:
-        """The decide run finds the `window_closed` dead letters: the job's windows take every kept event as it is
-        (no `where`, no transform), so a kept event misses exactly the windows closed before its row."""
-        return self.job.policy.window is not None and self.job.where is None and self.job.transform is None
+        """The decide run finds the `window_closed` dead letters: the job's windows take its kept events as they are
+        (no transform), so an event the job's filter keeps misses exactly the windows closed before its row."""
+        return self.job.policy.window is not None and self.job.transform is None
 
     def run(self, mode: str, since: int | None = None, step_before: dict[int, int] | None = None) -> DataFrame:
-        """`all` (every row), `kept` (the kept events) or `decide` (exceptions and partials from `since` on). The
-        job's fields go with the rows of `all` and `kept` only: `decide` leaves them out, so the scan does not
-        compute them (for a job over the payload, most of a replay's reading)."""
-        carried = () if mode == "decide" else tuple(n for n, _ in self.job.fields)
-        rows = self.starts.rows
-        rows = rows.select(
-            "seq", "partition", "offset", _kind_code().alias("kind"), "arrival", "et", "key", "value", "duplicate",
+        """`all` (every row), `kept` (the kept events), `members` (each kept event in every window it did not miss) or
+        `decide` (exceptions and partials from `since` on: `kernels.decide_pass`). The job's fields go with the rows
+        of `all` and `kept` only: the others leave them out, so the scan does not compute them (for a job over the
+        payload, most of a replay's reading)."""
+        carried = tuple(n for n, _ in self.job.fields) if mode in ("all", "kept") else ()
+        rows = self.starts.rows.select(
+            "seq", "partition", "offset", kind_code().alias("kind"), "arrival", "et", "key", "value", "duplicate",
             "chunk", *(["row"] if self.starts.where is not None else []), *carried)
         owm = {s: v.owm for s, v in self.state.scopes.items()}
-        settings = rules(self.job.policy, since, step_before, owm, self.closed_here)
-        return kernels.decide_pass(rows, self.starts.start, settings, mode, self.starts.where)
-
-
-def _kind_code() -> Column:
-    """`kind` as the operator reads it: 0 event, 1 clock, 2 punctuation (other rows are not acted on)."""
-    return F.when(F.col("kind") == "event", 0).when(F.col("kind") == "clock", 1).otherwise(2).cast("byte")
+        return kernels.decide_pass(rows, self.starts.start, self.job.policy, mode, self.starts.where, since=since,
+                                   step_before=step_before, scope_owm=owm, closed_here=self.closed_here)
 
 
 def decision_rows(ran: DataFrame, carried: tuple[str, ...] = ()) -> DataFrame:
     """The operator's decided rows as the decisions table's columns (`pipeline.decision_rows`'), with `carried`."""
-    code, a, bits = F.col("kind"), F.col("action"), F.col("reasons")
-    action = F.when(a == 0, "accepted").when(a == 1, "adjusted").when(a == 2, "dropped").when(a == 3, "quarantined")
-    none = F.array().cast("array<string>")
-
-    def named(bit: int, name: str) -> Column:
-        return F.when(bits.bitwiseAND(bit) != 0, F.array(F.lit(name)))
-
-    reasons = F.concat(  # in the spec's check order (`decisions._reasons`)
-        F.coalesce(named(1, "duplicate"), named(2, "invalid_event_time"), none),
-        F.coalesce(named(4, "early"), none), F.coalesce(named(8, "late"), none),
-        F.coalesce(named(16, "out_of_order"), none))
-    return ran.select(
-        "seq", "partition", "offset",
-        F.when(code == 0, "event").when(code == 1, "clock").otherwise("punctuation").alias("kind"),
-        action.alias("action"), F.when(code == 0, reasons).alias("reasons"),
+    return decoded(ran).select(
+        "seq", "partition", "offset", "kind", "action", "reasons",
         _instant("timestamp").alias("timestamp"), _instant("wp").alias("watermark"),
         _instant("owm").alias("output_watermark"), F.timestamp_micros("arrival").alias("arrival_time"),
         "key", "value", _instant("wp").alias("partition_watermark"), *carried,
@@ -146,13 +105,23 @@ def timeline_steps(ran: DataFrame) -> DataFrame:
         F.col("counts")[0].alias("wp"), F.col("counts")[1].alias("output_watermark"))
 
 
-def window_closed(ran: DataFrame, policy: Policy) -> DataFrame:
-    """The `window_closed` dead letters the decide run found (`Pass.closed_here`), one per window missed."""
-    w = policy.window
-    return tagged(ran, CLOSED).select(
+def members(ran: DataFrame, policy: Policy) -> DataFrame:
+    """The `members` run's rows as the spec's windows group them: scope, group_key (the key, or null when not
+    grouped), the window's index k and the event's value."""
+    group = F.col("key") if policy.group_by_key else F.lit(None).cast("string")
+    return ran.select(F.col("s").alias("scope"), group.alias("group_key"), F.col("x").alias("k"), "value")
+
+
+def window_closed(ran: DataFrame, journal: DataFrame, job: Job) -> DataFrame:
+    """The `window_closed` dead letters the decide run found (`Pass.closed_here`), one per window missed, of the events
+    the job's filter keeps (their fields read from the `journal` rows they came from: they are few)."""
+    w = job.policy.window
+    missed = decision_rows(tagged(ran, CLOSED), ("x",))
+    if job.where is not None:
+        missed = with_fields(missed, journal, job).where(F.expr(job.where))
+    return missed.select(
         "seq", "partition", "offset", F.lit("window_closed").alias("reason"),
-        F.timestamp_micros(F.lit(w.offset) + F.col("x") * w.hop).alias("window_start"),
-        F.timestamp_micros("arrival").alias("arrival_time"))
+        F.timestamp_micros(F.lit(w.offset) + F.col("x") * w.hop).alias("window_start"), "arrival_time")
 
 
 def metric_partials(ran: DataFrame) -> DataFrame:

@@ -303,7 +303,7 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
     p, prepared = found
     cached = list(prepared.cached)
     before = {q: v.wp for q, v in state.partitions.items()}
-    steps_before = {q: w // one_pass.RESOLUTION for q, w in before.items() if w > NEG}
+    steps_before = {q: w // kernels.RESOLUTION for q, w in before.items() if w > NEG}
     ran = p.run("decide", since_seq, steps_before).persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(ran)
     ends, span = one_pass.scope_ends(ran)  # runs the pass: one Spark job over the rows
@@ -323,18 +323,28 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
     else:
         closes = windows.closes_of(one_pass.close_firsts(ran), span, policy, state)
         flushing = flush and policy.flush_at_end
-        if job.is_spec:
-            w = windows.windows_and_closed(p.run("kept"), policy, flushing, state, closes)
+        if job.is_spec:  # its members, each in the windows it did not miss (the missed ones: the decide run's)
+            closes = closes.persist()
+            counted = one_pass.members(p.run("members"), policy).groupBy("scope", "group_key", "k").agg(
+                F.count("*").alias("count"), F.sum(F.col("value").cast("decimal(38,12)")).alias("sum"))
+            if c.keep_state:  # the windows and the open ones after them both read it: counted once
+                counted = counted.persist()
+                cached.append(counted)
+            win, still_open = windows.emitted(counted, closes, policy, flushing, state)
+            w = windows.WindowResults(win, None, closes, still_open)
         else:
-            kept = p.run("kept")
-            events = job_sql.decided_events(one_pass.decision_rows(kept, carried), job)
+            kept = one_pass.decision_rows(p.run("kept"), carried)
+            if c.keep_state:  # the windows and the open ones after them both read them: decided once
+                kept = kept.persist()
+                cached.append(kept)
+            events = job_sql.decided_events(kept, job)
             w = windows.job_windows(None, events, policy, job.grouping, job.aggregates, flushing, state, closes)
         cached.append(w.closes)
         win, still_open = w.windows, w.open
         if since_seq is not None:
             win = win.where(F.col("emitted_at").isNull() | (F.col("emitted_at") >= since_seq))
         if p.closed_here:  # found by the decide run already (from `since_seq`): the kept events are not read again
-            closed = one_pass.window_closed(ran, policy)
+            closed = one_pass.window_closed(ran, journal, job)
         else:
             closed = _in_range(w.closed, since_seq)
         dead = dropped.unionByName(closed).unionByName(malformed)

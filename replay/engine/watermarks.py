@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from replay.engine import kernels
-from replay.engine.decisions import NEG, arrival_checks, ordering_check, source_punctuation
+from replay.engine.decisions import NEG, arrival_checks, decoded, kind_code, ordering_check, source_punctuation
 from replay.model.policy import Policy, Punctuated
 from replay.model.state import KEYS_SCHEMA, PartitionState, State
 
@@ -238,24 +238,17 @@ def _term_starts(maxima: list[tuple[int, int, int, int]], parts: list[int], stat
 
 def _partition_scopes(rows: DataFrame, policy: Policy, start: Starts,
                       where: kernels.Stretches | None = None, carried: tuple[str, ...] = ()) -> DataFrame:
-    """Scope = partition: `wp`, the partition's running max of its contribution `c` from the chunk's (or with
-    `where`, the stretch's) start value, `w_before`, its value before the row, and the merged output watermark,
-    all found by the JVM operator on the executors (`kernels.running_watermarks`). What it buffers is what the
-    decisions need after it, the fewest columns: `kind` as a byte, and the event time, not the arrival checks'
-    five columns, which are computed again on the way back."""
-    c = F.greatest("floor_c", F.coalesce("event_c", F.lit(NEG)))
-    narrow = contributions(rows, policy).select(
-        "seq", "partition", "offset", _kind_code().alias("_kind"), "arrival", "et", "key", "value",
-        "duplicate", "chunk", c.alias("c"), *(["row"] if where is not None else []), *carried)
-    ran = kernels.running_watermarks(narrow, start, merged=not policy.independent, where=where)
-    kind = F.when(F.col("_kind") == 0, "event").when(F.col("_kind") == 1, "clock").otherwise("punctuation")
-    ran = ran.withColumn("kind", kind).drop("_kind", "c", "row")
-    return ordering_check(arrival_checks(ran, policy), policy).withColumn("watermark", F.col("wp"))
-
-
-def _kind_code() -> Column:
-    """`kind` as a byte through the watermark pass (0 event, 1 clock, 2 punctuation): a string costs most to buffer."""
-    return F.when(F.col("kind") == "event", 0).when(F.col("kind") == "clock", 1).otherwise(2).cast("byte")
+    """Scope = partition: every row decided by the JVM's decide pass (`kernels.decide_pass`) from its chunk's (or with
+    `where`, its stretch's) start values: `wp` (its partition's watermark, the scope's too) and, for a merged source,
+    `merged` (the minimum over all partitions after the row), the action, reasons and timestamp (microseconds)."""
+    narrow = rows.select(
+        "seq", "partition", "offset", kind_code().alias("kind"), "arrival", "et", "key", "value", "duplicate", "chunk",
+        *(["row"] if where is not None else []), *carried)
+    ran = decoded(kernels.decide_pass(narrow, start, policy, "all", where))
+    return ran.select(
+        "seq", "partition", "offset", "kind", "arrival", "et", "key", "value", "duplicate", "chunk", *carried,
+        "action", "reasons", "timestamp", "wp", F.col("wp").alias("watermark"),
+        *([] if policy.independent else [F.col("owm").alias("merged")]))
 
 
 def _substreams(rows: DataFrame, policy: Policy, floor_start: Starts, state: State) -> tuple[DataFrame, DataFrame]:

@@ -139,17 +139,13 @@ class WindowResults:
     open: DataFrame     # windows still open after the last row (state.WINDOWS_SCHEMA)
 
 
-def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool, state: State | None = None,
-                       closes: DataFrame | None = None) -> WindowResults:
+def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool, state: State | None = None) -> WindowResults:
     """Emitted windows, the `window_closed` dead letters of events that came after their window closed,
-    and the windows still open, continuing from the open windows and output watermarks of `state`. `closes`: the
-    close points (`close_points`), when the caller has them; `decisions` then need only hold the kept events."""
+    and the windows still open, continuing from the open windows and output watermarks of `state`."""
     w = policy.window
     state = state or State()
     m = members(decisions, policy)
-    if closes is None:
-        closes = close_points(decisions, policy, state)
-    closes = closes.persist()  # small: one row per window index that closes
+    closes = close_points(decisions, policy, state).persist()  # small: one row per window index that closes
     joined = m.join(F.broadcast(closes), ["scope", "k"], "left")  # members stay where they are: no shuffle
     too_late = _too_late(policy, state)
     counted = joined.where(~too_late).groupBy("scope", "group_key", "k").agg(

@@ -1,5 +1,5 @@
-"""The watermark pass's kernels agree with the definitions they compute, row by row: the JVM operators' first
-pass (`FirstPass`) and running maxima (`RunningWatermarks`), through Spark."""
+"""The sequential passes' kernels agree with the definitions they compute, row by row: the JVM operators' first
+pass (`FirstPass`) and the decide pass's running maxima and their minimum (`Decide`), through Spark."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from replay.engine.decisions import NEG
-from replay.engine.kernels import Stretches, chunk_pass, running_watermarks
+from replay.engine.kernels import Stretches, chunk_pass, decide_pass
 from replay.engine.watermarks import Starts
+from replay.model.policy import Policy
 
 VALUES = st.one_of(st.just(NEG), st.integers(-1_000, 1_000), st.integers(-2**61, 2**61))
 
@@ -59,32 +60,45 @@ def _expected(group, values, start, size):
     return out
 
 
+# clock rows with no late tolerance: each one's contribution to its partition's watermark is its arrival
+CLOCKS = Policy.from_dict({"late_arrival_tolerance": "0s"})
+CLOCK_ROWS = "seq long, partition int, arrival long, chunk int"
+
+
+def _clocks(rows):
+    """Clock rows as the decide pass reads them (`kernels.decide_pass`)."""
+    none = lambda t: F.lit(None).cast(t)  # noqa: E731
+    return rows.select("seq", "partition", none("long").alias("offset"), F.lit(1).cast("byte").alias("kind"),
+                       "arrival", none("long").alias("et"), none("string").alias("key"), none("double").alias("value"),
+                       F.lit(False).alias("duplicate"), "chunk", *(["row"] if "row" in rows.columns else []))
+
+
 @settings(max_examples=25, deadline=None, derandomize=True)
 @given(chunked())
-def test_the_operators_running_maxima_from_each_chunks_start_are_the_row_by_row_ones(spark, case):
+def test_the_decide_pass_keeps_each_partitions_running_maximum_from_its_chunks_start_and_their_minimum(spark, case):
     group, values, start, size = case
-    rows = spark.createDataFrame([(i, g, v, i // size) for i, (g, v) in enumerate(zip(group, values))],
-                                 "seq long, partition int, c long, chunk int")
+    rows = spark.createDataFrame([(i, g, v, i // size) for i, (g, v) in enumerate(zip(group, values))], CLOCK_ROWS)
     starts = Starts(0, {p: start[p] for p in range(len(start))})
-    got = running_watermarks(rows, starts, merged=True).select("seq", "wp", "w_before", "merged").collect()
-    assert sorted(tuple(r) for r in got) == _expected(group, values, start, size)
+    got = decide_pass(_clocks(rows), starts, CLOCKS, "all").select("seq", "wp", "owm").collect()
+    assert sorted(tuple(r) for r in got) == [(i, a, m) for i, a, _, m in _expected(group, values, start, size)]
 
 
-def test_in_stretches_the_operator_leaves_out_the_rows_the_semantics_skip_and_starts_each_stretch_afresh(spark):
+def test_in_stretches_the_decide_pass_leaves_out_the_rows_the_semantics_skip_and_starts_each_stretch_afresh(spark):
     where = Stretches(first=np.array([0, 3]), last=np.array([2, 5]), rows=np.array([3, 3]), maxima=[])
     rows = spark.createDataFrame(
         [(0, 0, 5, True), (1, 1, 7, True), (2, 0, 9, False), (3, 0, 1, True), (4, 1, 2, True), (5, 1, 4, True)],
-        "seq long, partition int, c long, row boolean").coalesce(1).withColumn("chunk", F.lit(0))
+        "seq long, partition int, arrival long, row boolean").coalesce(1).withColumn("chunk", F.lit(0))
     starts = Starts(0, {0: [NEG, 6], 1: [NEG, 3]})  # per stretch, not per chunk
-    got = running_watermarks(rows, starts, merged=True, where=where).select("seq", "wp", "w_before", "merged")
-    assert sorted(tuple(r) for r in got.collect()) == [
-        (0, 5, NEG, NEG), (1, 7, NEG, 5), (3, 6, 6, 3), (4, 3, 3, 3), (5, 4, 3, 4)]
+    got = decide_pass(_clocks(rows), starts, CLOCKS, "all", where).select("seq", "wp", "owm")
+    assert sorted(tuple(r) for r in got.collect()) == [(0, 5, NEG), (1, 7, 5), (3, 6, 3), (4, 3, 3), (5, 4, 4)]
 
 
 def test_a_task_holding_part_of_a_stretch_stops_the_pass_naming_the_seq_around_it(spark):
     where = Stretches(first=np.array([0]), last=np.array([3]), rows=np.array([4]), maxima=[])
-    rows = spark.createDataFrame([(0, 0, 5, True), (1, 0, 7, True)], "seq long, partition int, c long, row boolean")
-    ran = running_watermarks(rows.coalesce(1).withColumn("chunk", F.lit(0)), Starts(0, {0: [NEG]}), True, where)
+    rows = spark.createDataFrame([(0, 0, 5, True), (1, 0, 7, True)],
+                                 "seq long, partition int, arrival long, row boolean")
+    ran = decide_pass(_clocks(rows.coalesce(1).withColumn("chunk", F.lit(0))), Starts(0, {0: [NEG]}), CLOCKS, "all",
+                      where)
     with pytest.raises(Exception, match="holds part of the journal's rows around seq 0"):
         ran.collect()
 

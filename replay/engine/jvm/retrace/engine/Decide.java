@@ -1,5 +1,7 @@
 package retrace.engine;
 
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -29,12 +31,15 @@ import org.apache.spark.sql.types.StructType;
  *
  * <ul>
  *   <li>{@code all}: every row with its decision (the decisions' full view);
- *   <li>{@code kept}: the kept events only (what windows aggregate);
+ *   <li>{@code kept}: the kept events only (what a job's windows aggregate);
+ *   <li>{@code members}: a kept event once per window it belongs to and that had not closed before its row
+ *       ({@code x} the window's index, {@code s} its output scope): what the spec's count and sum aggregate;
  *   <li>{@code decide}: the exceptions (events with a reason or not accepted as they came) and the source's
  *       punctuations without a valid time, from seq {@code since} on, and small partial aggregates of every row:
  *       each window index's first closing row, the watermark timeline's first row per step, the hourly metrics'
  *       counts, and each output scope's last values; with {@code closed_here} (a job whose windows take every
- *       kept event), the kept events' windows already closed before them ({@code window_closed}).
+ *       kept event as it is), the kept events' windows already closed before them, each with the event's decision
+ *       (a job's filter then picks its {@code window_closed} dead letters among them).
  * </ul>
  *
  * <p>Input: {@code seq long, partition int, kind byte (0 event, 1 clock, 2 punctuation), arrival long, et long
@@ -76,14 +81,85 @@ public final class Decide {
     }
     Rules rules = new Rules(settings);
     boolean stretched = first != null;
-    Pass pass = new Pass(in, out, Mode.valueOf(mode.toUpperCase()), rules, RunningWatermarks.longs(parts),
-        RunningWatermarks.longs(table), unitFirst, stretched ? RunningWatermarks.longs(first) : null,
-        stretched ? RunningWatermarks.longs(last) : null, stretched ? RunningWatermarks.longs(counts) : null);
+    Pass pass = new Pass(in, out, Mode.valueOf(mode.toUpperCase()), rules, longs(parts),
+        longs(table), unitFirst, stretched ? longs(first) : null,
+        stretched ? longs(last) : null, stretched ? longs(counts) : null);
     JavaRDD<InternalRow> ran = ds.queryExecution().toRdd().toJavaRDD().mapPartitions(pass);
     return ds.sparkSession().internalCreateDataFrame(ran.rdd(), out, false);
   }
 
-  enum Mode { ALL, KEPT, DECIDE }
+  /** Arrays come through py4j as little-endian int64 bytes (numpy's {@code tobytes}). */
+  static long[] longs(byte[] bytes) {
+    long[] out = new long[bytes.length / 8];
+    ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN).asLongBuffer().get(out);
+    return out;
+  }
+
+  /** The indexes of {@code seq} in ascending order (a task reads a file's rows in order: usually the identity). */
+  static int[] seqOrder(long[] seq) {
+    int n = seq.length;
+    int[] order = new int[n];
+    boolean sorted = true;
+    for (int i = 0; i < n; i++) {
+      order[i] = i;
+      if (i > 0 && seq[i] < seq[i - 1]) {
+        sorted = false;
+      }
+    }
+    if (sorted) {
+      return order;
+    }
+    Integer[] boxed = new Integer[n];
+    for (int i = 0; i < n; i++) {
+      boxed[i] = i;
+    }
+    Arrays.sort(boxed, (a, b) -> Long.compare(seq[a], seq[b]));
+    for (int i = 0; i < n; i++) {
+      order[i] = boxed[i];
+    }
+    return order;
+  }
+
+  /** The minimum over the partitions' current values (the merged output watermark), a tournament tree: O(log P). */
+  static final class MinTree {
+    private final int size;
+    private final long[] tree;
+
+    MinTree(int n) {
+      int s = 1;
+      while (s < n) {
+        s <<= 1;
+      }
+      size = s;
+      tree = new long[2 * s];
+    }
+
+    void reset(long[] values) {
+      Arrays.fill(tree, Long.MAX_VALUE);
+      System.arraycopy(values, 0, tree, size, values.length);
+      for (int i = size - 1; i >= 1; i--) {
+        tree[i] = Math.min(tree[2 * i], tree[2 * i + 1]);
+      }
+    }
+
+    void set(int i, long v) {
+      int at = size + i;
+      tree[at] = v;
+      for (at >>= 1; at >= 1; at >>= 1) {
+        long m = Math.min(tree[2 * at], tree[2 * at + 1]);
+        if (tree[at] == m) {
+          break;
+        }
+        tree[at] = m;
+      }
+    }
+
+    long min() {
+      return tree[1];
+    }
+  }
+
+  enum Mode { ALL, KEPT, MEMBERS, DECIDE }
 
   /** The policy's numbers (microseconds; null where a tolerance is disabled), read once from py4j's map. */
   static final class Rules implements java.io.Serializable {
@@ -112,8 +188,8 @@ public final class Decide {
       lateness = windowed ? number(m, "lateness") : 0;
       resolution = number(m, "resolution");
       since = m.get("since") == null ? Long.MIN_VALUE : number(m, "since");
-      stepBefore = RunningWatermarks.longs((byte[]) m.get("step_before"));
-      scopeOwm = RunningWatermarks.longs((byte[]) m.get("scope_owm"));
+      stepBefore = longs((byte[]) m.get("step_before"));
+      scopeOwm = longs((byte[]) m.get("scope_owm"));
       closedHere = windowed && Boolean.TRUE.equals(m.get("closed_here"));
     }
 
@@ -185,7 +261,7 @@ public final class Decide {
       private final ArrayList<InternalRow> rows;
       private final long[] seq, current = new long[parts.length];
       private final int[] order, unit;
-      private final RunningWatermarks.MinTree tree;
+      private final MinTree tree;
       private final Partials partials;
       private final Out out = new Out(outTypes, inWidth);
       private final Decision d = new Decision();
@@ -199,7 +275,7 @@ public final class Decide {
         for (int i = 0; i < n; i++) {
           seq[i] = rows.get(i).getLong(seqAt);
         }
-        order = RunningWatermarks.Pass.seqOrder(seq);
+        order = seqOrder(seq);
         unit = new int[n];
         for (int i = 0; i < n; i++) {
           unit[i] = first != null ? stretchOf(seq[i]) : rows.get(i).getInt(chunkAt) - unitFirst;
@@ -207,7 +283,7 @@ public final class Decide {
         if (first != null) {
           checkWhole(unit, seq);
         }
-        tree = rules.merged ? new RunningWatermarks.MinTree(parts.length) : null;
+        tree = rules.merged ? new MinTree(parts.length) : null;
         partials = mode == Mode.DECIDE ? new Partials(rules, parts) : null;
       }
 
@@ -266,6 +342,13 @@ public final class Decide {
         decide(r, p, current, tree, d);
         if (mode == Mode.ALL || (mode == Mode.KEPT && d.kept)) {
           out.decided(r, d);
+        } else if (mode == Mode.MEMBERS && d.kept) {
+          long lo = Math.max(Math.floorDiv(d.timestamp - rules.offset - rules.size, rules.hop) + 1,
+              rules.reached(owmBefore) + 1);
+          int scope = rules.merged ? -1 : (int) parts[p];
+          for (long k = Math.floorDiv(d.timestamp - rules.offset, rules.hop); k >= lo; k--) {
+            out.member(r, d, k, scope);
+          }
         } else if (mode == Mode.DECIDE) {
           partials.add(d, p);
           if (d.seq >= rules.since) {
@@ -279,7 +362,7 @@ public final class Decide {
             long lo = Math.floorDiv(d.timestamp - rules.offset - rules.size, rules.hop) + 1;
             long hi = Math.min(Math.floorDiv(d.timestamp - rules.offset, rules.hop), rules.reached(owmBefore));
             for (long k = lo; k <= hi; k++) {
-              out.closed(r, k);
+              out.closed(r, d, k);
             }
           }
         }
@@ -287,7 +370,7 @@ public final class Decide {
     }
 
     /** Steps 1-4 and the watermarks after the row (spec 3 and 4), updating {@code current} and {@code tree}. */
-    private void decide(InternalRow r, int p, long[] current, RunningWatermarks.MinTree tree, Decision d) {
+    private void decide(InternalRow r, int p, long[] current, MinTree tree, Decision d) {
       d.seq = r.getLong(seqAt);
       d.kind = r.getByte(kindAt);
       if (r.isNullAt(arrivalAt)) {
@@ -542,6 +625,11 @@ public final class Decide {
     }
 
     void decided(InternalRow r, Decision d) {
+      fill(d);
+      main = project.apply(joined.apply(r, added));
+    }
+
+    private void fill(Decision d) {
       for (int i = 0; i < ADDED.length(); i++) {
         added.setNullAt(i);
       }
@@ -555,11 +643,24 @@ public final class Decide {
       }
       added.setLong(4, d.wp);
       added.setLong(5, d.owm);
+    }
+
+    /** A member of window {@code k}: the step's main row for its first window, a copy for the others. */
+    void member(InternalRow r, Decision d, long k, int scope) {
+      if (main != null) {
+        add(r, new Object[] {DECIDED, d.action, (byte) d.reasons, d.timestamp, d.wp, d.owm, scope, k, null, null,
+            null});
+        return;
+      }
+      fill(d);
+      added.setInt(6, scope);
+      added.setLong(7, k);
       main = project.apply(joined.apply(r, added));
     }
 
-    void closed(InternalRow r, long k) {
-      add(r, new Object[] {CLOSED, null, null, null, null, null, null, k, null, null, null});
+    /** A kept event's window {@code k}, closed before its row: the event with its decision, and the window. */
+    void closed(InternalRow r, Decision d, long k) {
+      add(r, new Object[] {CLOSED, d.action, (byte) d.reasons, d.timestamp, d.wp, d.owm, null, k, null, null, null});
     }
 
     void tagged(InternalRow r, byte tag) {

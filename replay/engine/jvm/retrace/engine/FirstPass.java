@@ -134,7 +134,7 @@ public final class FirstPass {
 
     /** Every column permuted into seq order (a task reads a file's rows in order, so usually nothing moves). */
     private void sortBySeq() {
-      int[] order = RunningWatermarks.Pass.seqOrder(Arrays.copyOf(seq, n));
+      int[] order = Decide.seqOrder(Arrays.copyOf(seq, n));
       boolean moved = false;
       for (int i = 0; i < n && !moved; i++) {
         moved = order[i] != i;
