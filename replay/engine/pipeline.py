@@ -23,7 +23,7 @@ DECISION_SCHEMA = ("seq long, partition int, offset long, kind string, action st
 
 @dataclass
 class Outputs:
-    decisions: DataFrame
+    decided: DataFrame | Callable[[], DataFrame]  # every decided row (`decisions`), or how to build them
     windows: DataFrame
     dead_letters: DataFrame
     watermarks: DataFrame
@@ -32,6 +32,12 @@ class Outputs:
     state: State | None = None  # the engine's state after the last row
     stored: DataFrame | None = None  # the decisions a target stores (`exceptions`); None: those of `decisions`
     arrivals: Callable[[], tuple[int | None, int | None]] | None = None  # the first and last arrival decided
+
+    @cached_property
+    def decisions(self) -> DataFrame:
+        """Every decided row (the decisions' full view): built on first use where it costs a run of its own (the one
+        pass's `all` run, which a replay writing its target never reads)."""
+        return self.decided() if callable(self.decided) else self.decided
 
     @property
     def exceptions(self) -> DataFrame:
@@ -308,7 +314,10 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
     cached.append(ran)
     ends, span = one_pass.scope_ends(ran)  # runs the pass: one Spark job over the rows
     carried = tuple(n for n, _ in job.fields)
-    decisions = _in_range(one_pass.decision_rows(p.run("all"), carried), since_seq)
+
+    def decisions() -> DataFrame:
+        return _in_range(one_pass.decision_rows(p.run("all"), carried), since_seq)
+
     decided = one_pass.decision_rows(one_pass.tagged(ran, one_pass.DECIDED))  # the exceptions, from `since_seq`
     dropped = decided.where(F.col("action").isin("dropped", "quarantined")).select(
         "seq", "partition", "offset", last_reason().alias("reason"),
@@ -358,7 +367,7 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
     backward = prepared.backward if since_seq is None else None
 
     def hourly() -> DataFrame:
-        found = backward if backward is not None else metrics.backward_of(decisions)
+        found = backward if backward is not None else metrics.backward_of(decisions())
         return metrics.from_partials(one_pass.metric_partials(ran), dead, found)
 
     return Outputs(decisions, win, _with_raw(dead, journal, rows_at_most), timeline, hourly, cached, after,

@@ -10,6 +10,7 @@ import java.util.Map;
 
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -84,8 +85,19 @@ public final class Decide {
     Pass pass = new Pass(in, out, Mode.valueOf(mode.toUpperCase()), rules, longs(parts),
         longs(table), unitFirst, stretched ? longs(first) : null,
         stretched ? longs(last) : null, stretched ? longs(counts) : null);
-    JavaRDD<InternalRow> ran = ds.queryExecution().toRdd().toJavaRDD().mapPartitions(pass);
+    JavaRDD<InternalRow> ran = lazily(ds).toJavaRDD().mapPartitions(pass);
     return ds.sparkSession().internalCreateDataFrame(ran.rdd(), out, false);
+  }
+
+  /**
+   * The rows' RDD, planned without adaptive execution: an adaptive plan runs its shuffle stages (a live batch's
+   * rows repartitioned by chunk, with their fields) as soon as its RDD is asked for, that is when the pass is built,
+   * whether or not anything reads the pass's output; planned plainly, they run when it is read.
+   */
+  static RDD<InternalRow> lazily(org.apache.spark.sql.classic.Dataset<Row> ds) {
+    org.apache.spark.sql.classic.SparkSession plain = ds.sparkSession().cloneSession();
+    plain.sessionState().conf().setConfString("spark.sql.adaptive.enabled", "false");
+    return org.apache.spark.sql.classic.Dataset.ofRows(plain, ds.logicalPlan()).queryExecution().toRdd();
   }
 
   /** Arrays come through py4j as little-endian int64 bytes (numpy's {@code tobytes}). */
