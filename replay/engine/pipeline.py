@@ -300,8 +300,8 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
 def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: int | None,
                         partitions: list[int] | None, rows_at_most: int | None, c: Continuing) -> Outputs:
     """`replay` of a policy the one pass decides (`one_pass.applies`): the `decide` run gives the exceptions and the
-    partial aggregates (kept, they are small), the `kept` run the events the windows aggregate; every row's decision
-    (`Outputs.decisions`) is a third run, made only when read."""
+    partial aggregates (kept, they are small), the `members` or `kept` run what the windows aggregate; every row's
+    decision (`Outputs.decisions`) is a run of its own, made only when read."""
     policy, state = job.policy, c.state or State()
     found = _one_pass(journal, job, c, partitions)
     if found is None:
@@ -326,37 +326,8 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
         "seq", "partition", "offset", F.lit("malformed").alias("reason"),
         F.lit(None).cast("timestamp").alias("window_start"), F.timestamp_micros("arrival").alias("arrival_time"))
     malformed = _in_range(_malformed(journal), since_seq).unionByName(untimed)
-    still_open = None
-    if policy.window is None:
-        win, dead = _no_windows(journal), dropped.unionByName(malformed)
-    else:
-        closes = windows.closes_of(one_pass.close_firsts(ran), span, policy, state)
-        flushing = flush and policy.flush_at_end
-        if job.is_spec:  # its members, each in the windows it did not miss (the missed ones: the decide run's)
-            closes = closes.persist()
-            counted = one_pass.members(p.run("members"), policy).groupBy("scope", "group_key", "k").agg(
-                F.count("*").alias("count"), F.sum(F.col("value").cast("decimal(38,12)")).alias("sum"))
-            if c.keep_state:  # the windows and the open ones after them both read it: counted once
-                counted = counted.persist()
-                cached.append(counted)
-            win, still_open = windows.emitted(counted, closes, policy, flushing, state)
-            w = windows.WindowResults(win, None, closes, still_open)
-        else:
-            kept = one_pass.decision_rows(p.run("kept"), carried)
-            if c.keep_state:  # the windows and the open ones after them both read them: decided once
-                kept = kept.persist()
-                cached.append(kept)
-            events = job_sql.decided_events(kept, job)
-            w = windows.job_windows(None, events, policy, job.grouping, job.aggregates, flushing, state, closes)
-        cached.append(w.closes)
-        win, still_open = w.windows, w.open
-        if since_seq is not None:
-            win = win.where(F.col("emitted_at").isNull() | (F.col("emitted_at") >= since_seq))
-        if p.closed_here:  # found by the decide run already (from `since_seq`): the kept events are not read again
-            closed = one_pass.window_closed(ran, journal, job)
-        else:
-            closed = _in_range(w.closed, since_seq)
-        dead = dropped.unionByName(closed).unionByName(malformed)
+    win, closed, still_open = _windows_in_one_pass(p, ran, journal, span, flush, since_seq, c.keep_state, cached)
+    dead = dropped.unionByName(closed).unionByName(malformed)
     dead = dead.persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(dead)
     timeline = timeline_rows(_in_range(watermarks.timeline(one_pass.timeline_steps(ran), before=before), since_seq))
@@ -372,6 +343,46 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
 
     return Outputs(decisions, win, _with_raw(dead, journal, rows_at_most), timeline, hourly, cached, after,
                    stored=one_pass.with_fields(decided, journal, job), arrivals=lambda: one_pass.arrival_span(ran))
+
+
+def _windows_in_one_pass(p: one_pass.Pass, ran: DataFrame, journal: DataFrame, span: tuple[int | None, int | None],
+                         flush: bool, since_seq: int | None, keep_state: bool, cached: list[DataFrame]):
+    """(windows, `window_closed` dead letters, windows still open) of the one pass: the spec's from its members
+    run, a job's from its kept events with its own Spark SQL; the close points from the decide run's partials (`ran`),
+    and the missed windows too where the job takes its kept events as they are (`Pass.closed_here`)."""
+    job, state = p.job, p.state
+    policy = job.policy
+    if policy.window is None:
+        return _no_windows(journal), ran.sparkSession.createDataFrame([], DEAD_SCHEMA), None
+    closes = windows.closes_of(one_pass.close_firsts(ran), span, policy, state).persist()
+    flushing = flush and policy.flush_at_end
+    if job.is_spec:  # its members, each in the windows it did not miss (the missed ones: the decide run's)
+        counted = one_pass.members(p.run("members"), policy).groupBy("scope", "group_key", "k").agg(
+            F.count("*").alias("count"), F.sum(F.col("value").cast("decimal(38,12)")).alias("sum"))
+        if keep_state:  # the windows and the open ones after them both read it: counted once
+            counted = counted.persist()
+            cached.append(counted)
+        win, still_open = windows.emitted(counted, closes, policy, flushing, state)
+        w = windows.WindowResults(win, None, closes, still_open)
+    else:
+        kept = one_pass.decision_rows(p.run("kept"), tuple(n for n, _ in job.fields))
+        if keep_state:  # the windows and the open ones after them both read them: decided once
+            kept = kept.persist()
+            cached.append(kept)
+        events = job_sql.decided_events(kept, job)
+        w = windows.job_windows(None, events, policy, job.grouping, job.aggregates, flushing, state, closes)
+    cached.append(w.closes)
+    win = w.windows
+    if since_seq is not None:
+        win = win.where(F.col("emitted_at").isNull() | (F.col("emitted_at") >= since_seq))
+    if p.closed_here:  # found by the decide run already (from `since_seq`): the kept events are not read again
+        closed = one_pass.window_closed(ran, journal, job)
+    else:
+        closed = _in_range(w.closed, since_seq)
+    return win, closed, w.open
+
+
+DEAD_SCHEMA = "seq long, partition int, offset long, reason string, window_start timestamp, arrival_time timestamp"
 
 
 def _one_pass(journal: DataFrame, job: Job, c: Continuing, partitions: list[int] | None):

@@ -170,12 +170,10 @@ def _bounded(rows: DataFrame, policy: Policy, state: State, partitions: list[int
     """W_s = max(max over kept events of the scope of t - O, max over all rows of the partition of
     arrival - L). An out-of-order event never raises it, so the maxima may include every event."""
     if policy.substream_by:
-        if maxima is None:
-            maxima = _chunk_maxima(rows, policy)
-        if not maxima:
+        terms = _terms(rows, policy, state, partitions, maxima)
+        if terms is None:
             return None
-        parts = _source_partitions({p for _, p, _, _ in maxima}, state, partitions)
-        floor_start, _ = _term_starts(maxima, parts, state)
+        parts, floor_start, _ = terms
         # The checks run again after the shuffle: moving the 9 journal columns is cheaper than moving 16.
         rows = rows.repartition(floor_start.last - floor_start.first + 1, "chunk")
         decided, keys = _substreams(contributions(rows, policy), policy, floor_start, state)
@@ -204,12 +202,10 @@ def bounded_starts(rows: DataFrame, policy: Policy, state: State, partitions: li
                    maxima: list[tuple[int, int, int, int]] | None, lying: AsTheyLie | None) -> BoundedStarts | None:
     """The starts of the bounded watermark's pass over `rows` (`decide`'s arguments), from the first pass's maxima
     when it found them (`maxima`, `lying`), else from an aggregation per chunk; None without rows."""
-    if maxima is None:
-        maxima = _chunk_maxima(rows, policy)
-    if not maxima:
+    terms = _terms(rows, policy, state, partitions, maxima)
+    if terms is None:
         return None
-    parts = _source_partitions({p for _, p, _, _ in maxima}, state, partitions)
-    floor_start, event_start = _term_starts(maxima, parts, state)
+    parts, floor_start, event_start = terms
     wp_start = floor_start.combine(event_start)
     after = {p: PartitionState(floor=floor_start.ends[p], events=event_start.ends[p], wp=wp_start.ends[p])
              for p in parts}
@@ -218,6 +214,18 @@ def bounded_starts(rows: DataFrame, policy: Policy, state: State, partitions: li
         floor, events = _term_starts(s.maxima, parts, state, (0, len(s.first) - 1))
         return BoundedStarts(lying.rows.withColumn("chunk", chunk_column()), floor.combine(events), s, wp_start, after)
     return BoundedStarts(rows, wp_start, None, wp_start, after)
+
+
+def _terms(rows: DataFrame, policy: Policy, state: State, partitions: list[int] | None,
+           maxima: list[tuple[int, int, int, int]] | None) -> tuple[list[int], Starts, Starts] | None:
+    """The source's partitions and the bounded watermark's two terms at each chunk's start, from `maxima` (the
+    first pass's) or an aggregation per chunk; None without rows."""
+    if maxima is None:
+        maxima = _chunk_maxima(rows, policy)
+    if not maxima:
+        return None
+    parts = _source_partitions({p for _, p, _, _ in maxima}, state, partitions)
+    return (parts, *_term_starts(maxima, parts, state))
 
 
 def _chunk_maxima(rows: DataFrame, policy: Policy) -> list[tuple[int, int, int, int]]:
