@@ -17,6 +17,7 @@ import json
 import sys
 import threading
 import time
+from typing import NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -41,6 +42,13 @@ WRITER = "replay stream"
 # rows estimated from that clock would put watermarks past them, so the live job warns once. One hour leaves room for
 # sources that deliver late by design (Firehose buffers up to 15 minutes).
 FAR_BEHIND = 3_600_000_000
+
+
+class Journaled(NamedTuple):
+    """A batch's journal rows as appended, and their `lag.reads` (known before the append: no Spark job)."""
+
+    rows: DataFrame
+    reads: tuple[list[lag.PartitionRead], dict]
 
 
 def processing_time(clock: str, latest_arrival: int | None) -> int:
@@ -123,7 +131,7 @@ class LiveStream:
                 new = self.journal_batch(None, self.lead.seq + 1, 0)
                 if new is None:
                     return False
-                self.decide(new, 0, began, trigger="heartbeat")
+                self.decide(new.rows, 0, began, trigger="heartbeat", reads=new.reads)
                 return True
             finally:
                 release_java_objects()
@@ -146,17 +154,18 @@ class LiveStream:
             for consumer in self.consumers[1:]:
                 consumer.follow(self)
 
-    def journal_batch(self, events: DataFrame | None, base: int, count: int) -> DataFrame | None:
+    def journal_batch(self, events: DataFrame | None, base: int, count: int) -> Journaled | None:
         """Append `count` source rows (seq `base`...; None: a heartbeat) and the clock rows after them; returns
-        the new rows (None: nothing to journal)."""
+        the new rows with their `lag.reads` (None: nothing to journal)."""
         path = Lake(self.lake).journal
-        seen = {} if events is None else {r["partition"]: r for r in events.where(F.col("kind") == "event").groupBy(
-            "partition").agg(F.max(F.unix_micros("arrival_time")).alias("arrival")).collect()}
-        latest = max([r["arrival"] for r in seen.values()] + [s.last_arrival for s in self.lead.cp.source.values()],
-                     default=None)
-        clocks = self._clock_rows(processing_time(self.options.clock, latest), seen, base + count)
-        if events is None and clocks is None:
+        found = None if events is None else lag.reads(events)  # the source rows' reads: one Spark job
+        seen = {} if found is None else {r.partition: r.last_arrival for r in found[0] if r.events}
+        latest = max([*seen.values(), *(s.last_arrival for s in self.lead.cp.source.values())], default=None)
+        now = processing_time(self.options.clock, latest)
+        made = self._clock_rows(now, seen, base + count)
+        if events is None and made is None:
             return None
+        clocks, clock_reads = made if made is not None else (None, [])
         crash_point("journal")
         rows = clocks if events is None else events if clocks is None else events.unionByName(clocks)
         version = self.store.write(rows.coalesce(1), path, metadata={"writer": WRITER, "table": "journal",
@@ -164,12 +173,14 @@ class LiveStream:
         crash_point("journaled")
         # the commit's own files: no rebuild of the journal's state to plan the read
         added = self.store.read_commit(self.spark, path, version) if version is not None else None
-        return added if added is not None else self.store.read(self.spark, path).where(F.col("seq") >= base)
+        added = added if added is not None else self.store.read(self.spark, path).where(F.col("seq") >= base)
+        return Journaled(added, lag.with_clock_rows(found, clock_reads, format_instant(now) if clock_reads else None))
 
-    def _clock_rows(self, now: int, seen: dict, first_seq: int) -> DataFrame | None:
+    def _clock_rows(self, now: int, seen: dict, first_seq: int) -> tuple[DataFrame, list[tuple[int, int, int]]] | None:
         """Estimated arrival times (spec 4) for the partitions of the source with no event in this batch:
         last arrival + processing time elapsed since it was seen; for one that never had an event, processing
-        time - the never-seen delay (as Azure Stream Analytics estimates it). None: every partition had one."""
+        time - the never-seen delay (as Azure Stream Analytics estimates it). The rows, and each one's (seq,
+        partition, arrival); None: every partition had one."""
         source, out = self.lead.cp.source, []
         for p in sorted(set(self.source_partitions) | set(source)):
             if p not in seen:
@@ -182,14 +193,16 @@ class LiveStream:
         return df.select("seq", "partition", "offset", "kind", F.timestamp_micros("arrival").alias("arrival_time"),
                          F.lit(None).cast("timestamp").alias("event_time"), F.lit(None).cast("string").alias("key"),
                          F.lit(None).cast("double").alias("value"), "payload",
-                         F.lit(None).cast("string").alias("source"), F.lit(None).cast("long").alias("source_line"))
+                         F.lit(None).cast("string").alias("source"), F.lit(None).cast("long").alias("source_line")), [
+            (seq, p, arrival) for seq, p, _, _, arrival, _ in out]
 
-    def decide(self, rows: DataFrame, files: int, began: float, trigger: str = "data") -> None:
-        """Every job decides `rows` (the journal after the lead's checkpoint): the lead first, whose batch is
-        reported with its lag and diagnostics, then the others."""
+    def decide(self, rows: DataFrame, files: int, began: float, trigger: str = "data",
+               reads: tuple[list[lag.PartitionRead], dict] | None = None) -> None:
+        """Every job decides `rows` (the journal after the lead's checkpoint; `reads`: their `lag.reads` when
+        known): the lead first, whose batch is reported with its lag and diagnostics, then the others."""
         number = self.lead.cp.batch + 1
         with persisted(rows) as rows:  # the batch's journal rows, read from Delta once for every step below
-            read, span = lag.reads(rows)
+            read, span = reads if reads is not None else lag.reads(rows)
             source, now = self._source_after(read, span["noted"])
             if self.started_at is None:
                 self.started_at = now

@@ -10,7 +10,7 @@ import time
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.live.batch import LiveStream, processing_time
+from jobs.live.batch import Journaled, LiveStream, processing_time
 from jobs.live.options import FileSource, LiveOptions
 from jobs.live.query import run_query
 from jobs.live.report import StreamSummary
@@ -52,12 +52,12 @@ class FileStream(LiveStream):
         if not files:
             return
         with few_rows(self.spark, sum(r["count"] for r in per_file.values())):
-            rows = self._append(lines, {f: per_file[f]["lines"] for f in files})
+            new = self._append(lines, {f: per_file[f]["lines"] for f in files})
         if self.sources is not None:
             self.sources |= set(files)
-        self.decide(rows, len(files), began)
+        self.decide(new.rows, len(files), began, reads=new.reads)
 
-    def _append(self, lines: DataFrame, per_file: dict[str, int]) -> DataFrame:
+    def _append(self, lines: DataFrame, per_file: dict[str, int]) -> Journaled:
         """Journal the batch (`per_file`: each file's line count): its rows in (file, line) order, then the clock
         rows; returns the new rows."""
         files = sorted(per_file)

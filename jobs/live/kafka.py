@@ -63,7 +63,7 @@ class KafkaStream(LiveStream):
             base = self.lead.seq + 1
             new = self.journal_batch(kafka.with_seq(rows, base), base, sum(r["n"] for r in per_partition.values()))
         self.offsets.update({p: r["offset"] for p, r in per_partition.items()})
-        self.decide(new, len(per_partition), began)
+        self.decide(new.rows, len(per_partition), began, reads=new.reads)
 
 
 def check_topic(spark: SparkSession, source: KafkaSource) -> kafka.TopicInfo:

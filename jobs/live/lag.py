@@ -7,7 +7,7 @@ Observations of processing time: a replay does not remake them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -60,6 +60,29 @@ def reads(rows: DataFrame) -> tuple[list[PartitionRead], dict]:
             "first_offsets": {r["partition"]: r["low_offset"] for r in per if r["low_offset"] is not None},
             "last_offsets": {r["partition"]: r["offset"] for r in per if r["offset"] is not None}}
     return out, span
+
+
+def with_clock_rows(found: tuple[list[PartitionRead], dict] | None, clocks: list[tuple[int, int, int]],
+                    noted: str | None) -> tuple[list[PartitionRead], dict]:
+    """`reads` of a batch's source rows (`found`; None: none) and the clock rows made beside them in the driver
+    ((seq, partition, estimated arrival), each noting `noted`): the same as `reads` of the journaled batch, with
+    no Spark job for the rows the driver already holds."""
+    read, span = found if found is not None else ([], {"lo": None, "hi": None, "n": 0, "clocks": 0, "noted": None,
+                                                         "offsets": None, "first_offsets": {}, "last_offsets": {}})
+    if not clocks:
+        return read, span
+    by = {r.partition: r for r in read}
+    for seq, p, arrival in clocks:
+        r = by.get(p) or PartitionRead(p, 0, 0, 0, None, None)
+        latest = arrival if r.latest is None else max(r.latest, arrival)
+        by[p] = replace(r, clock_rows=r.clock_rows + 1, latest=latest)
+    seqs = [seq for seq, _, _ in clocks]
+    lo, hi = min(seqs), max(seqs)
+    span = {**span, "lo": lo if span["lo"] is None else min(span["lo"], lo),
+            "hi": hi if span["hi"] is None else max(span["hi"], hi), "n": span["n"] + len(clocks),
+            "clocks": span["clocks"] + len(clocks), "noted": max(v for v in (span["noted"], noted) if v is not None)
+            if span["noted"] or noted else None}
+    return sorted(by.values(), key=lambda r: (r.partition is None, r.partition or 0)), span
 
 
 def _bounds(lows: list, highs: list) -> tuple[int, int] | None:

@@ -1,15 +1,18 @@
 """What the live job says about its batches reads right: a partition that never had an event is counted from the
 job's start (not 1970), a heartbeat's watermark delay is measured against its own clock rows (never negative), the
-simulated clock's processing delay is in data time (not against the wall clock), and a batch finished after a
-restart says it recovered journaled rows. Batches are handed to the job directly (no streaming query)."""
+simulated clock's processing delay is in data time (not against the wall clock), a batch finished after a
+restart says it recovered journaled rows, and a batch's reads are those of the rows it journaled. Batches are
+handed to the job directly (no streaming query)."""
 from __future__ import annotations
 
 import json
 import time
 from datetime import datetime, timedelta, timezone
 
+from jobs.live import lag
 from jobs.live.files import LINES, FileStream
 from jobs.live.options import LiveOptions
+from replay.io.lake import Lake
 from replay.io.store import default_store
 from replay.model.jobs import Job
 from replay.model.policy import Policy
@@ -98,3 +101,24 @@ def test_a_batch_decided_after_a_restart_says_it_recovered_journaled_rows(spark,
     [report] = again.reports
     assert (report.trigger, report.files, report.rows) == ("recovery", 1, 8)
     assert report.line().startswith("batch 1: recovered rows journaled before a restart, 8 rows"), report.line()
+
+
+def test_a_batch_reports_the_reads_of_the_rows_it_journaled(spark, tmp_path):
+    """A batch's reads (rows, clock rows, bytes per partition) are known before its append, its clock rows made in
+    the driver: they are those of the journal rows it appended, a partition with events and one with a clock row
+    alike, and a heartbeat's too."""
+    lake = str(tmp_path / "lake")
+    live = _stream(spark, lake, clock="simulated", partitions=3)
+    live.process(_lines(spark, "part-0.jsonl", [0, 1], [START + timedelta(seconds=s) for s in (0, 5, 9)]))
+    live.process(_lines(spark, "part-1.jsonl", [1], [START + timedelta(seconds=s) for s in (12, 14)], first_offset=3))
+    assert live.heartbeat()
+    live.flush()
+    journal = default_store().read(spark, Lake(lake).journal)
+    lags = default_store().read(spark, target_dir(lake).table("lag"))
+    assert [r.clock_rows for r in live.reports] == [1, 2, 3]
+    for report in live.reports:
+        read, span = lag.reads(journal.where(f"seq between {report.seq_from} and {report.seq_to}"))
+        assert (report.rows, report.clock_rows) == (span["n"], span["clocks"])
+        written = {r["partition"]: (r["events"], r["clock_rows"], r["bytes"])
+                   for r in lags.where(f"batch = {report.batch}").collect()}
+        assert written == {r.partition: (r.events, r.clock_rows, r.bytes) for r in read}, report
