@@ -174,7 +174,7 @@ class LiveStream:
         # the commit's own files: no rebuild of the journal's state to plan the read
         added = self.store.read_commit(self.spark, path, version) if version is not None else None
         added = added if added is not None else self.store.read(self.spark, path).where(F.col("seq") >= base)
-        return Journaled(added, lag.with_clock_rows(found, clock_reads, format_instant(now) if clock_reads else None))
+        return Journaled(added, lag.with_clock_rows(found, clock_reads, format_instant(now)))
 
     def _clock_rows(self, now: int, seen: dict, first_seq: int) -> tuple[DataFrame, list[tuple[int, int, int]]] | None:
         """Estimated arrival times (spec 4) for the partitions of the source with no event in this batch:

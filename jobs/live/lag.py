@@ -53,13 +53,17 @@ def reads(rows: DataFrame) -> tuple[list[PartitionRead], dict]:
     out = [PartitionRead(r["partition"], r["events"], r["clocks"], r["bytes"] or 0, r["arrival"], r["offset"],
                          r["latest"])
            for r in sorted(per, key=lambda r: (r["partition"] is None, r["partition"] or 0))]
-    span = {"lo": min((r["lo"] for r in per), default=None), "hi": max((r["hi"] for r in per), default=None),
+    return out, _span(per)
+
+
+def _span(per: list) -> dict:
+    """The batch's span from `reads`' rows per partition."""
+    return {"lo": min((r["lo"] for r in per), default=None), "hi": max((r["hi"] for r in per), default=None),
             "n": sum(r["n"] for r in per), "clocks": sum(r["clocks"] for r in per),
             "noted": max((r["noted"] for r in per if r["noted"]), default=None),
             "offsets": _bounds([r["low_offset"] for r in per], [r["offset"] for r in per]),
             "first_offsets": {r["partition"]: r["low_offset"] for r in per if r["low_offset"] is not None},
             "last_offsets": {r["partition"]: r["offset"] for r in per if r["offset"] is not None}}
-    return out, span
 
 
 def with_clock_rows(found: tuple[list[PartitionRead], dict] | None, clocks: list[tuple[int, int, int]],
@@ -67,8 +71,7 @@ def with_clock_rows(found: tuple[list[PartitionRead], dict] | None, clocks: list
     """`reads` of a batch's source rows (`found`; None: none) and the clock rows made beside them in the driver
     ((seq, partition, estimated arrival), each noting `noted`): the same as `reads` of the journaled batch, with
     no Spark job for the rows the driver already holds."""
-    read, span = found if found is not None else ([], {"lo": None, "hi": None, "n": 0, "clocks": 0, "noted": None,
-                                                         "offsets": None, "first_offsets": {}, "last_offsets": {}})
+    read, span = found if found is not None else ([], _span([]))
     if not clocks:
         return read, span
     by = {r.partition: r for r in read}
@@ -80,8 +83,8 @@ def with_clock_rows(found: tuple[list[PartitionRead], dict] | None, clocks: list
     lo, hi = min(seqs), max(seqs)
     span = {**span, "lo": lo if span["lo"] is None else min(span["lo"], lo),
             "hi": hi if span["hi"] is None else max(span["hi"], hi), "n": span["n"] + len(clocks),
-            "clocks": span["clocks"] + len(clocks), "noted": max(v for v in (span["noted"], noted) if v is not None)
-            if span["noted"] or noted else None}
+            "clocks": span["clocks"] + len(clocks),
+            "noted": max((v for v in (span["noted"], noted) if v), default=None)}
     return sorted(by.values(), key=lambda r: (r.partition is None, r.partition or 0)), span
 
 

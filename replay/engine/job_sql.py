@@ -39,7 +39,7 @@ def decided_events(decisions: DataFrame, job: Job) -> DataFrame:
     """The kept events (accepted or adjusted) with the job's fields, after its `where` and `transform`:
     what the windows aggregate."""
     kept = decisions.where(F.col("timestamp").isNotNull() & (F.col("kind") == "event"))
-    kept = kept.select(*DECIDED_COLUMNS, *[n for n, _ in job.fields])
+    kept = kept.select(*DECIDED_COLUMNS, *job.field_names)
     if job.where is not None:
         kept = kept.where(F.expr(job.where))
     if job.transform is not None:

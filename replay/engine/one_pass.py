@@ -50,7 +50,7 @@ class Pass:
         `decide` (exceptions and partials from `since` on: `kernels.decide_pass`). The job's fields go with the rows
         of `all` and `kept` only: the others leave them out, so the scan does not compute them (for a job over the
         payload, most of a replay's reading)."""
-        carried = tuple(n for n, _ in self.job.fields) if mode in ("all", "kept") else ()
+        carried = self.job.field_names if mode in ("all", "kept") else ()
         rows = self.starts.rows.select(
             "seq", "partition", "offset", kind_code().alias("kind"), "arrival", "et", "key", "value", "duplicate",
             "chunk", *(["row"] if self.starts.where is not None else []), *carried)

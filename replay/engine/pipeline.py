@@ -313,7 +313,7 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
     ran = p.run("decide", since_seq, steps_before).persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(ran)
     ends, span = one_pass.scope_ends(ran)  # runs the pass: one Spark job over the rows
-    carried = tuple(n for n, _ in job.fields)
+    carried = job.field_names
 
     def decisions() -> DataFrame:
         return _in_range(one_pass.decision_rows(p.run("all"), carried), since_seq)
@@ -327,7 +327,7 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
         F.lit(None).cast("timestamp").alias("window_start"), F.timestamp_micros("arrival").alias("arrival_time"))
     malformed = _in_range(_malformed(journal), since_seq).unionByName(untimed)
     win, closed, still_open = _windows_in_one_pass(p, ran, journal, span, flush, since_seq, c.keep_state, cached)
-    dead = dropped.unionByName(closed).unionByName(malformed)
+    dead = (dropped if closed is None else dropped.unionByName(closed)).unionByName(malformed)
     dead = dead.persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(dead)
     timeline = timeline_rows(_in_range(watermarks.timeline(one_pass.timeline_steps(ran), before=before), since_seq))
@@ -347,13 +347,14 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
 
 def _windows_in_one_pass(p: one_pass.Pass, ran: DataFrame, journal: DataFrame, span: tuple[int | None, int | None],
                          flush: bool, since_seq: int | None, keep_state: bool, cached: list[DataFrame]):
-    """(windows, `window_closed` dead letters, windows still open) of the one pass: the spec's from its members
-    run, a job's from its kept events with its own Spark SQL; the close points from the decide run's partials (`ran`),
-    and the missed windows too where the job takes its kept events as they are (`Pass.closed_here`)."""
+    """(windows, `window_closed` dead letters, windows still open; the last two None without a window) of the one
+    pass: the spec's from its members run, a job's from its kept events with its own Spark SQL; the close points from
+    the decide run's partials (`ran`), and the missed windows too where the job takes its kept events as they are
+    (`Pass.closed_here`)."""
     job, state = p.job, p.state
     policy = job.policy
     if policy.window is None:
-        return _no_windows(journal), ran.sparkSession.createDataFrame([], DEAD_SCHEMA), None
+        return _no_windows(journal), None, None
     closes = windows.closes_of(one_pass.close_firsts(ran), span, policy, state).persist()
     flushing = flush and policy.flush_at_end
     if job.is_spec:  # its members, each in the windows it did not miss (the missed ones: the decide run's)
@@ -365,7 +366,7 @@ def _windows_in_one_pass(p: one_pass.Pass, ran: DataFrame, journal: DataFrame, s
         win, still_open = windows.emitted(counted, closes, policy, flushing, state)
         w = windows.WindowResults(win, None, closes, still_open)
     else:
-        kept = one_pass.decision_rows(p.run("kept"), tuple(n for n, _ in job.fields))
+        kept = one_pass.decision_rows(p.run("kept"), job.field_names)
         if keep_state:  # the windows and the open ones after them both read them: decided once
             kept = kept.persist()
             cached.append(kept)
@@ -380,9 +381,6 @@ def _windows_in_one_pass(p: one_pass.Pass, ran: DataFrame, journal: DataFrame, s
     else:
         closed = _in_range(w.closed, since_seq)
     return win, closed, w.open
-
-
-DEAD_SCHEMA = "seq long, partition int, offset long, reason string, window_start timestamp, arrival_time timestamp"
 
 
 def _one_pass(journal: DataFrame, job: Job, c: Continuing, partitions: list[int] | None):
@@ -409,7 +407,7 @@ def decide(journal: DataFrame, job: Job, *, since_seq: int | None = None, partit
         if found is None:
             return None
         p, prepared = found
-        rows = one_pass.decision_rows(p.run("all"), tuple(n for n, _ in job.fields))
+        rows = one_pass.decision_rows(p.run("all"), job.field_names)
         return _in_range(rows, since_seq), list(prepared.cached)
     decided = _decide(journal, job, c, partitions)
     if decided is None:
@@ -435,7 +433,7 @@ def _decide(journal: DataFrame, job: Job, c: Continuing, partitions: list[int] |
     policy, state = job.policy, c.state or State()
     prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, substream_column(job),
                        job.fields)
-    carried = tuple(n for n, _ in job.fields)
+    carried = job.field_names
     d = watermarks.decide(prepared.rows, policy, state, partitions, prepared.maxima, prepared.lying, carried)
     if d is None:
         for df in prepared.cached:

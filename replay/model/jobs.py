@@ -152,6 +152,11 @@ class Job:
         return ("key",) if self.policy.group_by_key else ()
 
     @property
+    def field_names(self) -> tuple[str, ...]:
+        """The names of its fields: the columns its decided rows carry."""
+        return tuple(n for n, _ in self.fields)
+
+    @property
     def is_spec(self) -> bool:
         """The spec's job shape: its windows can continue from a checkpoint's partial counts and sums."""
         return (not self.fields and self.where is None and self.transform is None and self.group_by is None
