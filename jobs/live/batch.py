@@ -209,7 +209,7 @@ class LiveStream:
             batch = Batch(rows, span, source)
             with few_rows(self.spark, span["n"]):
                 decided = self.lead.decide(self, batch)
-                report, backlog = self._report(number, files, span, began, trigger, read, now)
+                report, backlog = self._report(number, files, span, began, trigger, read, now, decided.committed_at)
                 observe.record(self, report, read, decided.late, now, backlog)
             self.reports.append(report)
             print(report.line(), file=sys.stderr, flush=True)
@@ -274,7 +274,7 @@ class LiveStream:
               file=sys.stderr, flush=True)
 
     def _report(self, batch: int, files: int, span: dict, began: float, trigger: str, read: list[lag.PartitionRead],
-                now: int) -> tuple[BatchReport, tuple]:
+                now: int, committed: float) -> tuple[BatchReport, tuple]:
         """The batch's report, and its backlog (per partition, or under None for the whole source; its unit). The
         arrival-based delay is against the latest arrival the watermark has seen, a clock row's estimate included
         (a heartbeat's clock rows arrive after the last event); the processing delay against the clock the job
@@ -286,7 +286,6 @@ class LiveStream:
         waiting = self.files_waiting()
         backlog = self.backlog(waiting)
         known = [v for v in backlog[0].values() if v is not None]
-        committed = time.time()
         clock = committed if self.options.clock == "system" else now / 1e6
         return BatchReport(batch, files, span["n"], span["clocks"], span["lo"], span["hi"], delay, waiting,
                            time.perf_counter() - began, committed, self.unit, trigger,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -37,10 +38,12 @@ class Batch:
 
 @dataclass(frozen=True)
 class Decided:
-    """A job's batch as committed: its checkpoint, and (for the lead job) its late input events."""
+    """A job's batch as committed: its checkpoint, (for the lead job) its late input events, and when its last
+    commit (the checkpoint's) landed (epoch seconds)."""
 
     checkpoint: Checkpoint
     late: diagnostics.LateEvents | None = None
+    committed_at: float = 0.0
 
 
 @contextmanager
@@ -69,7 +72,6 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
     out = engine.replay(batch.rows, job, partitions=live.source_partitions, rows_at_most=batch.span["n"],
                         materialize=_computed_once, continuing=engine.Continuing(cp.state, history, True))
     step.write_decisions(out.exceptions)  # first: the rest is derived (`outputs`)
-    late = diagnostics.late_events(out.exceptions, batch.rows) if lead else None
     step.write(out.dead_letters, "dead_letters")  # the watermark timeline and the metrics follow at the flush
     # emitted windows are appended; the open ones (null emitted_at, what a flush would emit now) replaced
     step.write(out.windows, "windows", replace=Replace("emitted_at", batch.span["lo"], None, nulls=True))
@@ -77,9 +79,11 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
     made = Checkpoint(step.batch, state, batch.source if lead else {}, job.signature())
     versions = checkpoints.save(live.spark, step.where, made, live.store, metadata=step.metadata("checkpoints"))
     crash_point(step.crash("checkpoint"))
+    committed_at = time.time()
+    late = diagnostics.late_events(out.exceptions, batch.rows) if lead else None  # an observation: after the commits
     live.earlier.advance(cp.state.seq, state.seq, batch.span)
     out.unpersist()
-    return Decided(_committed(live, step.where, made, versions), late)
+    return Decided(_committed(live, step.where, made, versions), late, committed_at)
 
 
 @dataclass(frozen=True)

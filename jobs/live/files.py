@@ -52,14 +52,16 @@ class FileStream(LiveStream):
         if not files:
             return
         with few_rows(self.spark, sum(r["count"] for r in per_file.values())):
-            new = self._append(lines, {f: per_file[f]["lines"] for f in files})
+            new, observed = self._append(lines, {f: per_file[f]["lines"] for f in files})
         if self.sources is not None:
             self.sources |= set(files)
         self.decide(new.rows, len(files), began, reads=new.reads)
+        # after the outputs: bookkeeping for the change check, which a crash before it leaves to the next start
+        manifest.record(self.spark, self.lake, observed, self.store, new=True)
 
-    def _append(self, lines: DataFrame, per_file: dict[str, int]) -> Journaled:
+    def _append(self, lines: DataFrame, per_file: dict[str, int]) -> tuple[Journaled, dict[str, manifest.Recorded]]:
         """Journal the batch (`per_file`: each file's line count): its rows in (file, line) order, then the clock
-        rows; returns the new rows."""
+        rows; returns the new rows, and the files as they were read (their manifest rows, recorded by the caller)."""
         files = sorted(per_file)
         base = self.lead.seq + 1
         observed = manifest.observe(self.landing, files) if self.landing is not None else {}
@@ -76,9 +78,7 @@ class FileStream(LiveStream):
                                            {f: r.mtime_ns for f, r in observed.items()}, following, now)
         rows = journal.normalize(raw, self.source_partitions)
         sequenced = journal.with_seq(self.spark, rows, files, per_file, base)
-        new = self.journal_batch(sequenced, base, sum(per_file.values()))
-        manifest.record(self.spark, self.lake, observed, self.store, new=True)  # a half-journaled file stops the job
-        return new
+        return self.journal_batch(sequenced, base, sum(per_file.values())), observed
 
     def files_waiting(self) -> int | None:
         if self.landing is None:
@@ -104,13 +104,17 @@ def run_files(spark: SparkSession, source: FileSource, lake: str, jobs: tuple[Jo
         raise ValueError("arrival_time: observed is the system clock's time when a row is journaled; run the live job "
                          "with --clock system")
     landing = landings.Landing.of(source.landing)
-    for change in manifest.changes(landing, manifest.load(spark, lake)):
+    recorded = manifest.load(spark, lake)
+    for change in manifest.changes(landing, recorded):
         print(change.line(), file=sys.stderr, flush=True)
+    journaled = journal.journaled_sources(spark, lake)
+    # journaled files without a manifest row (a run stopped before recording them, or an older lake): as they are now
+    manifest.record(spark, lake, manifest.observe(landing, sorted(journaled - set(recorded))), new=True)
     stream = FileStream(spark, lake, jobs, options, fields, landing)
     stream.process(spark.createDataFrame([], LINES))  # finish a crashed batch
     landings.register(spark)
     reader = (spark.readStream.format("retrace_landing").option("landing", source.landing)
-              .option("exclude", json.dumps(sorted(journal.journaled_sources(spark, lake)))))
+              .option("exclude", json.dumps(sorted(journaled))))
     if source.max_files_per_batch:
         reader = reader.option("maxFilesPerBatch", str(source.max_files_per_batch))
     if source.max_bytes_per_batch:

@@ -13,7 +13,7 @@ import time
 import pytest
 from pyspark.sql import functions as F
 
-from replay.io import journal
+from replay.io import journal, manifest
 from replay.io.store import default_store
 from replay.model.jobs import Job
 from replay.model.policy import Policy
@@ -101,6 +101,16 @@ def test_every_landing_row_is_journaled_exactly_once_despite_crashes(spark, cras
                    for line in open(os.path.join(landing, f)) if line.strip())
     assert rows.count() == expected
     assert rows.select("source", "source_line").distinct().count() == expected
+
+
+def test_every_journaled_landing_file_has_its_manifest_row_despite_crashes(spark, crashed_lake):
+    """A batch records its files' manifest rows after its outputs; a kill before that (after the journal's commit,
+    or at a flush) leaves them to the next start, which records them: every journaled file is checked for changes."""
+    landing, lake = crashed_lake
+    journaled = journal.journaled_sources(spark, lake)
+    recorded = manifest.load(spark, lake)
+    assert set(recorded) == journaled
+    assert all(recorded[f].size == os.path.getsize(os.path.join(landing, f)) for f in journaled)
 
 
 def test_each_batch_lands_once_in_every_table_despite_crashes_between_table_commits(spark, crashed_lake):
