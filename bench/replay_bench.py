@@ -11,7 +11,8 @@ Streaming query doing the same windowed count over the landing files; last, inge
 events into the full journal (`later_ingest_s`: a periodic ingest's cost). Events/s per step go to stdout; the LAST
 line is one JSON object (events, ingest_s, replay_s, scan_s, structured_streaming_s, ...). `--job` also
 replays a user's job (e.g. one with several aggregates) over the same journal, generated in the "sensors"
-shape so the example jobs find their fields. Peak RSS of the driver (Python and its JVM) is reported at the end.
+shape so the example jobs find their fields. The driver's peak RSS (Python and its JVM) during the ingest and during
+the replay is reported at the end, each step's own (the bench's data generator in Python is not the driver's work).
 
 Structured Streaming advances its watermark only between micro-batches (and one early event moves
 it for everything after), so the events its emitted windows cover (`ss_events_in_windows`) depend on
@@ -86,14 +87,10 @@ def later_ingest_step(spark, work: str, landing: str, lake: str, args) -> float:
     return seconds
 
 
-def peak_rss_mib() -> dict:
-    """The high-water mark of resident memory of this Python process and of the driver's JVM (local mode:
-    a child process of this one), from /proc: what the driver held at most during the run."""
-    import resource
-
-    out = {"python": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    for pid in pids:
+def driver_pids() -> dict[str, int]:
+    """This Python process and its driver JVM (local mode: a child process of this one running java)."""
+    out = {"python": os.getpid()}
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
         try:
             with open(f"/proc/{pid}/status") as f:
                 status = dict(line.split(":", 1) for line in f if ":" in line)
@@ -101,9 +98,45 @@ def peak_rss_mib() -> dict:
                 cmd = f.read()
         except OSError:
             continue
-        if int(status.get("PPid", "0").strip()) == os.getpid() and "java" in cmd and "VmHWM" in status:
-            out["jvm"] = int(status["VmHWM"].split()[0]) / 1024
-    return {k: round(v) for k, v in out.items()}
+        if int(status.get("PPid", "0").strip()) == os.getpid() and "java" in cmd:
+            out["jvm"] = pid
+    return out
+
+
+WHOLE_RUN: dict[str, int] = {}  # the peaks before the last reset (a reset clears ru_maxrss too)
+
+
+def reset_peak_rss() -> None:
+    """Start a new high-water mark of resident memory in the driver's processes (Linux: `5` to clear_refs), so
+    that a step's peak is its own and not the bench's data generator's."""
+    whole_run_peak_rss_mib()
+    for pid in driver_pids().values():
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+
+
+def peak_rss_mib() -> dict:
+    """The high-water mark of resident memory (VmHWM) of the driver's processes since the last reset."""
+    out = {}
+    for name, pid in driver_pids().items():
+        with open(f"/proc/{pid}/status") as f:
+            hwm = next(line for line in f if line.startswith("VmHWM:"))
+        out[name] = round(int(hwm.split()[1]) / 1024)
+    return out
+
+
+def whole_run_peak_rss_mib() -> dict:
+    """The peaks of the whole run so far: the largest of every stretch between resets."""
+    for name, mib in peak_rss_mib().items():
+        WHOLE_RUN[name] = max(WHOLE_RUN.get(name, 0), mib)
+    return dict(WHOLE_RUN)
+
+
+def step_peak(fn, *args):
+    """Run a step timed; returns (seconds, result, the driver's peak RSS in MiB during the step)."""
+    reset_peak_rss()
+    seconds, result = timed(fn, *args)
+    return seconds, result, peak_rss_mib()
 
 
 def folder_bytes(folder: str) -> int:
@@ -203,9 +236,9 @@ def main(argv=None) -> dict:
         gen_s, summary = timed(generate_step, landing, args)
         print(f"generate             {rate(n, gen_s)}  ({summary['bytes'] / 2**20:,.0f} MiB {args.format}, "
               f"{summary['files']} files, {summary['malformed']} malformed)", flush=True)
-        ingest_s, _ = timed(ingest_step, spark, landing, lake)
+        ingest_s, _, ingest_rss = step_peak(ingest_step, spark, landing, lake)
         print(f"ingest               {rate(n, ingest_s)}", flush=True)
-        replay_s, _ = timed(replay_step, spark, lake)
+        replay_s, _, replay_rss = step_peak(replay_step, spark, lake)
         print(f"replay               {rate(n, replay_s)}", flush=True)
         job_s, job_name = None, None
         if args.job:
@@ -236,7 +269,8 @@ def main(argv=None) -> dict:
             "replay_over_structured_streaming": round(replay_s / ss["seconds"], 2),
             "ss_events_in_windows": ss["events_in_windows"], "ss_windows": ss["windows"], "ss_batches": ss["batches"],
             "journal_rows": journal_rows, "partitions": args.partitions, "keys": args.keys, "files": args.files,
-            "files_per_batch": args.files_per_batch, "format": args.format, "peak_rss_mib": peak_rss_mib(),
+            "files_per_batch": args.files_per_batch, "format": args.format,
+            "peak_rss_mib": {"replay": replay_rss, "ingest": ingest_rss, "whole_run": whole_run_peak_rss_mib()},
             "journal_bytes": journal_bytes, "target_bytes": tables,
             "target_over_journal_bytes": round(sum(tables.values()) / journal_bytes, 3),
         }
@@ -251,7 +285,9 @@ def main(argv=None) -> dict:
         if job_s is not None:
             print(f"job {job_name} / structured streaming {result['job_over_structured_streaming']:.2f}x the time")
         print(f"production target / journal   {result['target_over_journal_bytes']:.2f}x the bytes")
-        print(f"peak RSS of the driver (MiB)  {result['peak_rss_mib']}")
+        peaks = result["peak_rss_mib"]
+        print(f"peak RSS of the driver (MiB)  replay {peaks['replay']}, ingest {peaks['ingest']}; the whole run "
+              f"{peaks['whole_run']} (with the bench's data generator)")
         print(json.dumps(result), flush=True)
         return result
     finally:
