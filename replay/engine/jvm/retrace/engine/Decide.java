@@ -217,6 +217,16 @@ public final class Decide {
       return ((Number) v).longValue();
     }
 
+    /** The first window index holding event time {@code t} (window k spans [offset + k*hop, + size)). */
+    long firstWindow(long t) {
+      return Math.floorDiv(t - offset - size, hop) + 1;
+    }
+
+    /** The last window index holding event time {@code t}. */
+    long lastWindow(long t) {
+      return Math.floorDiv(t - offset, hop);
+    }
+
     /** The last window index closed once the output watermark is {@code owm} (MIN when none is). */
     long reached(long owm) {
       return owm <= NEG ? Long.MIN_VALUE : Math.floorDiv(owm - offset - size - lateness, hop);
@@ -355,10 +365,9 @@ public final class Decide {
         if (mode == Mode.ALL || (mode == Mode.KEPT && d.kept)) {
           out.decided(r, d);
         } else if (mode == Mode.MEMBERS && d.kept) {
-          long lo = Math.max(Math.floorDiv(d.timestamp - rules.offset - rules.size, rules.hop) + 1,
-              rules.reached(owmBefore) + 1);
+          long lo = Math.max(rules.firstWindow(d.timestamp), rules.reached(owmBefore) + 1);
           int scope = rules.merged ? -1 : (int) parts[p];
-          for (long k = Math.floorDiv(d.timestamp - rules.offset, rules.hop); k >= lo; k--) {
+          for (long k = rules.lastWindow(d.timestamp); k >= lo; k--) {
             out.member(r, d, k, scope);
           }
         } else if (mode == Mode.DECIDE) {
@@ -371,9 +380,8 @@ public final class Decide {
             }
           }
           if (rules.closedHere && d.kept && d.seq >= rules.since) {  // its windows closed before its row (spec 5)
-            long lo = Math.floorDiv(d.timestamp - rules.offset - rules.size, rules.hop) + 1;
-            long hi = Math.min(Math.floorDiv(d.timestamp - rules.offset, rules.hop), rules.reached(owmBefore));
-            for (long k = lo; k <= hi; k++) {
+            long hi = Math.min(rules.lastWindow(d.timestamp), rules.reached(owmBefore));
+            for (long k = rules.firstWindow(d.timestamp); k <= hi; k++) {
               out.closed(r, d, k);
             }
           }
