@@ -211,7 +211,6 @@ class LiveStream:
                 decided = self.lead.decide(self, batch)
                 report, backlog = self._report(number, files, span, began, trigger, read, now, decided.committed_at)
                 observe.record(self, report, read, decided.late, now, backlog)
-            self.reports.append(report)
             print(report.line(), file=sys.stderr, flush=True)
             self._followers_started = True
             for consumer in self.consumers[1:]:
@@ -219,6 +218,7 @@ class LiveStream:
         self.unflushed += 1
         if self.unflushed >= self.options.flush_every:
             self.flush()
+        self.reports.append(report)  # last: `max_batches` stops the query once every job has committed the batch
         if self.options.on_batch is not None:
             self.options.on_batch(report)
 

@@ -11,7 +11,10 @@ import sys
 
 import pytest
 import yaml
+from pyspark.sql import functions as F
 
+from replay.io import checkpoints, journal
+from replay.io.lake import Lake
 from replay.model.jobs import Job, load_folder
 from replay.model.policy import Policy
 from replay.ops.catalog import DEFAULT_FOLDER
@@ -70,3 +73,17 @@ def test_the_spec_job_beside_them_equals_its_replay(spark, fanned_lake):
     run(spark, fanned_lake, Job.spec(Policy.from_dict(POLICY)), target="replayed")
     assert target_hash(spark, target_dir(fanned_lake, "production")) == target_hash(spark, target_dir(fanned_lake,
                                                                                                       "replayed"))
+
+
+def test_a_run_stopped_after_max_batches_ends_with_every_job_caught_up(spark, tmp_path):
+    """`--max-batches` stops the query after the last batch of every job, not after the first job's commit (which
+    interrupted the other jobs' Spark jobs: their batch waited for the next run)."""
+    landing, lake, policy_file = str(tmp_path / "landing"), str(tmp_path / "lake"), str(tmp_path / "policy.yaml")
+    generate(landing, StreamSpec(60, partitions=2, keys=3, files=1, seed=6, rate=2.0, shape="sensors"))
+    with open(policy_file, "w") as f:
+        yaml.safe_dump(POLICY, f)
+    r = stream(landing, lake, policy_file, DEFAULT_FOLDER, per_batch=1, max_batches=1)
+    assert "failed on journal seq" not in r.stderr, r.stderr[-3000:]
+    last = journal.read(spark, lake).agg(F.max("seq")).first()[0]
+    for name in ("default", *sorted(CATALOG.jobs)):
+        assert checkpoints.load(spark, Lake(lake).target(name, "production")).state.seq == last, name
