@@ -79,6 +79,16 @@ def test_an_append_without_a_transaction_runs_one_spark_job_and_keeps_its_metada
                                   (first + 1, "WRITE", "Append", {"batch": 1})]
 
 
+def test_a_new_table_checkpoints_its_log_every_50_commits_not_every_10(spark, tmp_path):
+    """A live batch commits to seven tables: with Delta's default of 10, all seven wrote a log checkpoint in the same
+    batch, every 10th (the live p95)."""
+    store, path = DeltaStore(), str(tmp_path / "t")
+    for b in range(11):
+        store.write(spark.createDataFrame([(b,)], "batch long"), path, txn=AppTransaction("retrace-test", b))
+    assert DeltaTable.forPath(spark, path).detail().first()["properties"]["delta.checkpointInterval"] == "50"
+    assert not [n for n in os.listdir(os.path.join(path, "_delta_log")) if ".checkpoint." in n]
+
+
 def test_an_append_tagged_with_a_transaction_is_refused_when_its_schema_differs(spark, tmp_path):
     store, path = DeltaStore(), str(tmp_path / "t")
     store.write(spark.createDataFrame([(1,)], "seq long"), path, txn=AppTransaction("retrace-test", 0))
