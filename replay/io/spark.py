@@ -36,11 +36,12 @@ DELTA = {
     # a range replay that adds and removes no rows of a table still commits, so the table records the run
     # (replay/io/runs.py tells a whole target from a half-written one by each table's latest run id)
     "spark.databricks.delta.skipRecordingEmptyCommits": "false",
-    # new tables checkpoint their log every 50 commits, not every 10: a live batch commits to seven tables, which
-    # reached their 10th commit in the same batch and wrote seven log checkpoints in it (about 1 s each: a 1,000-event
-    # batch took 11.3 s instead of 4, the live p95); a reader replays at most 49 JSON commits after a checkpoint
-    "spark.databricks.delta.properties.defaults.checkpointInterval": "50",
 }
+# Speed only (a settings file may change it): new tables checkpoint their log every 50 commits, not every 10. A live
+# batch commits to seven tables, which reached their 10th commit in the same batch and wrote seven log checkpoints in
+# it (about 1 s each: a 1,000-event batch took 11.3 s instead of 4, the live p95); a reader replays at most 49 JSON
+# commits after a checkpoint.
+DELTA_LOG = {"spark.databricks.delta.properties.defaults.checkpointInterval": "50"}
 
 # Settings that make results independent of the wall clock and the machine's time zone.
 DETERMINISM = {
@@ -95,7 +96,7 @@ def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None,
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    settings = {"spark.app.name": app_name, **PARQUET}  # a settings file may change the Parquet ones
+    settings = {"spark.app.name": app_name, **PARQUET, **DELTA_LOG}  # a settings file may change these
     master = os.environ.get("SPARK_MASTER")
     if master:
         settings["spark.master"] = master
