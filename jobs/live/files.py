@@ -104,12 +104,9 @@ def run_files(spark: SparkSession, source: FileSource, lake: str, jobs: tuple[Jo
         raise ValueError("arrival_time: observed is the system clock's time when a row is journaled; run the live job "
                          "with --clock system")
     landing = landings.Landing.of(source.landing)
-    recorded = manifest.load(spark, lake)
-    for change in manifest.changes(landing, recorded):
-        print(change.line(), file=sys.stderr, flush=True)
     journaled = journal.journaled_sources(spark, lake)
-    # journaled files without a manifest row (a run stopped before recording them, or an older lake): as they are now
-    manifest.record(spark, lake, manifest.observe(landing, sorted(journaled - set(recorded))), new=True)
+    for change in manifest.check_journaled(spark, lake, landing, sorted(journaled)):
+        print(change.line(), file=sys.stderr, flush=True)
     stream = FileStream(spark, lake, jobs, options, fields, landing)
     stream.process(spark.createDataFrame([], LINES))  # finish a crashed batch
     landings.register(spark)

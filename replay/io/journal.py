@@ -183,10 +183,7 @@ def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say
         done = set(stats["sources"])
     new = [f for f in files if f not in done]
     say(f"{len(files)} landing files listed in {landing}, {len(new)} not journaled yet")
-    recorded = manifest.load(spark, lake, store)
-    old = [f for f in files if f in done]
-    changed = manifest.changes(source, recorded, old)
-    manifest.record(spark, lake, manifest.observe(source, [f for f in old if f not in recorded]), store)  # older lakes
+    changed = manifest.check_journaled(spark, lake, source, [f for f in files if f in done], store)
     if not new:
         return IngestResult([], len(files), 0, 0, 0, 0, None, changed)
     observed = manifest.observe(source, new)  # before reading: a file growing while it is read shows as changed

@@ -86,6 +86,8 @@ def _hash_all(jobs: list[tuple[str, int | None]]) -> list[tuple[os.stat_result, 
 
 def observe(source: landings.Landing, names: list[str]) -> dict[str, Recorded]:
     """What the named landing files are now (missing files are left out)."""
+    if not names:
+        return {}  # no listing of the landing
     listed = {f.name: f for f in source.files()}
     sizes = {n: f.size for n, f in listed.items()}
     present = [n for n in names if n in sizes]
@@ -118,6 +120,16 @@ def record(spark: SparkSession, lake: str, files: dict[str, Recorded], store: Ta
     df = spark.createDataFrame([(r.source, r.size, r.mtime_ns, r.checksum) for _, r in sorted(rows.items())],
                                SCHEMA)
     store.write(df.coalesce(1), Lake(lake).journal_files, mode="append" if new else "overwrite")
+
+
+def check_journaled(spark: SparkSession, lake: str, source: landings.Landing, journaled: list[str],
+                    store: TableStore | None = None) -> list[Change]:
+    """The journaled landing files that changed since they were recorded; those without a row (a run stopped before
+    recording them, or a lake from before the manifest) are recorded as they are now."""
+    recorded = load(spark, lake, store)
+    changed = changes(source, recorded, journaled)
+    record(spark, lake, observe(source, [f for f in journaled if f not in recorded]), store, new=True)
+    return changed
 
 
 def changes(source: landings.Landing, recorded: dict[str, Recorded], names: list[str] | None = None,
