@@ -17,6 +17,7 @@ import json
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
@@ -94,6 +95,8 @@ class LiveStream:
         self.idle_since = time.monotonic()  # when the last batch or heartbeat ended
         self.warned_behind = False  # the far-behind warning is printed once per run
         self._lock = threading.Lock()  # a heartbeat (driver thread) and a micro-batch (Spark's) never overlap
+        # the threads the other jobs decide a batch in (kept: each holds its own connection to the JVM)
+        self.beside = ThreadPoolExecutor(max(1, len(jobs) - 1), thread_name_prefix="retrace-follower")
 
     @property
     def lead(self) -> Consumer:
@@ -211,16 +214,22 @@ class LiveStream:
                 decided = self.lead.decide(self, batch)
                 report, backlog = self._report(number, files, span, began, trigger, read, now, decided.committed_at)
                 observe.record(self, report, read, decided.late, now, backlog)
-            print(report.line(), file=sys.stderr, flush=True)
-            self._followers_started = True
-            for consumer in self.consumers[1:]:
-                consumer.follow(self, batch)
+                print(report.line(), file=sys.stderr, flush=True)
+                self._followers_started = True
+                # then the other jobs side by side: a job's batch is partly the driver waiting on small queries and
+                # commits, which another job's planning fills (each reports its own failure: `Consumer.follow`)
+                for done in [self.beside.submit(c.follow, self, batch) for c in self.consumers[1:]]:
+                    done.result()
         self.unflushed += 1
         if self.unflushed >= self.options.flush_every:
             self.flush()
         self.reports.append(report)  # last: `max_batches` stops the query once every job has committed the batch
         if self.options.on_batch is not None:
             self.options.on_batch(report)
+
+    def close(self) -> None:
+        """The stream has stopped: its threads end."""
+        self.beside.shutdown(wait=True)
 
     def flush(self) -> None:
         """Write what the batches since the last flush did not commit (`deferred`): every job's metrics and

@@ -6,6 +6,7 @@ from the journal once per process and then follows the batches.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
@@ -51,6 +52,7 @@ class EarlierRows:
 
     def __init__(self):
         self._at: dict[int, _At] = {}
+        self._lock = threading.Lock()  # the jobs on the source decide a batch side by side
 
     def history(self, journaled: DataFrame, seq: int, span: dict) -> DataFrame | None:
         """The journal rows up to `seq` that could hold the batch's (partition, offset) pairs (`span`:
@@ -58,19 +60,19 @@ class EarlierRows:
         first = span["first_offsets"]
         if not first:  # no events: nothing to repeat
             return None
-        at = self._get(seq)
-        if at.bound is None:
-            at.bound = _measure(journaled, seq, min(first.values()))
-        if at.bound.clears(first):
-            return None
-        return journaled.where(F.col("seq") <= seq).where(F.col("offset").between(*span["offsets"]))
+        with self._lock:  # measured once, whichever job asks first
+            at = self._get(seq)
+            if at.bound is None:
+                at.bound = _measure(journaled, seq, min(first.values()))
+            clear = at.bound.clears(first)
+        return None if clear else journaled.where(F.col("seq") <= seq).where(F.col("offset").between(*span["offsets"]))
 
     def advance(self, seq: int, to_seq: int, span: dict) -> None:
         """The batch of `span`, after `seq`, was decided: what is known at `seq` follows to `to_seq`."""
-        at = self._at.get(seq)
-        if at is None:
-            return
-        self._keep(to_seq, _At(None if at.bound is None else at.bound.after(span["last_offsets"])))
+        with self._lock:
+            at = self._at.get(seq)
+            if at is not None:
+                self._keep(to_seq, _At(None if at.bound is None else at.bound.after(span["last_offsets"])))
 
     def _get(self, seq: int) -> _At:
         return self._at[seq] if seq in self._at else self._keep(seq, _At(Bound()) if seq < 0 else _At())

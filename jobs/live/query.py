@@ -35,6 +35,7 @@ def run_query(stream, batches: DataFrame, began: float) -> StreamSummary:
         if query.isActive:
             query.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+        stream.close()
     return StreamSummary.of(stream.reports, time.perf_counter() - began)
 
 

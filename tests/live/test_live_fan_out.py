@@ -87,3 +87,27 @@ def test_a_run_stopped_after_max_batches_ends_with_every_job_caught_up(spark, tm
     last = journal.read(spark, lake).agg(F.max("seq")).first()[0]
     for name in ("default", *sorted(CATALOG.jobs)):
         assert checkpoints.load(spark, Lake(lake).target(name, "production")).state.seq == last, name
+
+
+def test_a_job_failing_beside_the_others_leaves_their_batches_committed(spark, tmp_path):
+    """The jobs on a source decide each batch side by side: one that fails is reported and retried at the next
+    batch, while the spec's job and the other jobs commit every batch."""
+    landing, lake, policy_file = str(tmp_path / "landing"), str(tmp_path / "lake"), str(tmp_path / "policy.yaml")
+    generate(landing, StreamSpec(60, partitions=2, keys=3, files=2, seed=6, rate=2.0, shape="sensors"))
+    with open(policy_file, "w") as f:
+        yaml.safe_dump(POLICY, f)
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    for name in ("sources.yaml", "device_minute.yaml"):
+        shutil.copy(os.path.join(DEFAULT_FOLDER, name), folder / name)
+    with open(os.path.join(DEFAULT_FOLDER, "device_minute.yaml")) as f:
+        failing = yaml.safe_load(f)
+    failing["where"] = "raise_error(concat('no reading of ', device, ' is wanted')) IS NULL"  # fails on any event
+    with open(folder / "broken.yaml", "w") as f:
+        yaml.safe_dump(failing, f)
+    r = stream(landing, lake, policy_file, str(folder), per_batch=1)
+    assert r.stderr.count("job broken") >= 2 and "failed on journal seq" in r.stderr, r.stderr[-3000:]
+    last = journal.read(spark, lake).agg(F.max("seq")).first()[0]
+    for name in ("default", "device_minute"):
+        assert checkpoints.load(spark, Lake(lake).target(name, "production")).state.seq == last, name
+    assert checkpoints.load(spark, Lake(lake).target("broken", "production")) is None
