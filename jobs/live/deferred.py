@@ -124,6 +124,12 @@ class Observations:
         self.rows[table] += rows
         self.batch = batch
 
+    def take(self) -> "Observations":
+        """The rows held, to commit (a flush running beside the batches), and none held here from now on."""
+        taken = Observations()
+        taken.rows, taken.batch, self.rows = self.rows, self.batch, {t: [] for t in self.SCHEMAS}
+        return taken
+
     def commit(self, live) -> None:
         """Append each table's rows held, in one commit per table (tagged with the last batch held: written
         once), and forget them."""

@@ -1,8 +1,8 @@
 """What the live job says about its batches reads right: a partition that never had an event is counted from the
 job's start (not 1970), a heartbeat's watermark delay is measured against its own clock rows (never negative), the
 simulated clock's processing delay is in data time (not against the wall clock), a batch finished after a
-restart says it recovered journaled rows, and a batch's reads are those of the rows it journaled. Batches are
-handed to the job directly (no streaming query)."""
+restart says it recovered journaled rows, a batch's reads are those of the rows it journaled, and the periodic
+flush runs beside the batches. Batches are handed to the job directly (no streaming query)."""
 from __future__ import annotations
 
 import json
@@ -122,3 +122,22 @@ def test_a_batch_reports_the_reads_of_the_rows_it_journaled(spark, tmp_path):
         written = {r["partition"]: (r["events"], r["clock_rows"], r["bytes"])
                    for r in lags.where(f"batch = {report.batch}").collect()}
         assert written == {r.partition: (r.events, r.clock_rows, r.bytes) for r in read}, report
+
+
+def test_a_batch_does_not_wait_for_its_periodic_flush_and_the_last_flush_waits_for_it(spark, tmp_path):
+    """The flush every `flush_every` batches runs beside the next batches; the flush as the stream stops comes
+    after it, so every batch's metrics and lag are written once."""
+    lake = str(tmp_path / "lake")
+    live = _stream(spark, lake, clock="simulated", partitions=2, flush_every=1)
+    live.process(_lines(spark, "part-0.jsonl", [0, 1], [START + timedelta(seconds=s) for s in (0, 5, 9)]))
+    running = live.flushing
+    assert running is not None and not running.done()  # the batch returned while its flush was being written
+    live.process(_lines(spark, "part-1.jsonl", [0, 1], [START + timedelta(seconds=s) for s in (12, 21)],
+                        first_offset=3))
+    live.flush()
+    assert running.done() and live.flushing is None
+    metrics = default_store().read(spark, target_dir(lake).table("metrics"))
+    assert metrics.agg({"events": "sum"}).first()[0] == 10
+    lags = default_store().read(spark, target_dir(lake).table("lag"))
+    assert sorted({r["batch"] for r in lags.collect()}) == [r.batch for r in live.reports]
+    assert lags.count() == 4  # each batch's two partitions, once
