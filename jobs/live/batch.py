@@ -239,26 +239,22 @@ class LiveStream:
         """Write what the batches since the last flush did not commit (`deferred`): every job's metrics and
         watermark timeline, up to its checkpoint, and the lead's lag and diagnostics. When the stream stops, after
         the flush running beside the batches if there is one."""
-        self._await_flush()
-        self._flush([copy.copy(c) for c in self.consumers], self.observed.take(), self._take_unflushed())
+        self._flush(*self._to_flush())
 
     def _flush_beside(self) -> None:
         """The flush every `flush_every` batches, in a thread of its own: the next batch does not wait for it (ten
-        batches of three jobs took 20 s to flush). It writes what is known now: each job's checkpoint as it is
-        (`copy`: the next batch moves the job's own on) and the observations held. One flush at a time; a lead's
-        failure in it stops the job at the next batch, as it stopped it in the batch before."""
-        self._await_flush()
-        self.flushing = self.flusher.submit(self._flush, [copy.copy(c) for c in self.consumers],
-                                            self.observed.take(), self._take_unflushed())
+        batches of three jobs took 20 s to flush). One flush at a time; a lead's failure in it stops the job at the
+        next batch, as it stopped it in the batch before."""
+        self.flushing = self.flusher.submit(self._flush, *self._to_flush())
 
-    def _await_flush(self) -> None:
+    def _to_flush(self) -> tuple[list[Consumer], deferred.Observations, int]:
+        """What a flush writes, taken now, once the flush running beside the batches has ended: each job as it is
+        (`copy`: the next batch moves the job's own checkpoint on), the observations held, the batches since."""
         running, self.flushing = self.flushing, None
         if running is not None:
             running.result()
-
-    def _take_unflushed(self) -> int:
         held, self.unflushed = self.unflushed, 0
-        return held
+        return [copy.copy(c) for c in self.consumers], self.observed.take(), held
 
     def _flush(self, consumers: list[Consumer], observed: deferred.Observations, held: int) -> None:
         """A follower's failure is reported and its tables catch up at the next flush."""
