@@ -12,7 +12,6 @@ moves on an idle source. A source (`files`, `kafka`) only says how its batch bec
 """
 from __future__ import annotations
 
-import copy
 import gc
 import json
 import sys
@@ -254,24 +253,27 @@ class LiveStream:
         if running is not None:
             running.result()
         held, self.unflushed = self.unflushed, 0
-        return [copy.copy(c) for c in self.consumers], self.observed.take(), held
+        return [c.taken() for c in self.consumers], self.observed.take(), held
 
     def _flush(self, consumers: list[Consumer], observed: deferred.Observations, held: int) -> None:
         """A follower's failure is reported and its tables catch up at the next flush."""
-        began = time.perf_counter()
+        began, again = time.perf_counter(), []
         try:
-            deferred.commit_derived(self, consumers[0])
+            if deferred.commit_derived(self, consumers[0]):
+                again.append(consumers[0].job.name)
             observed.commit(self)
             for consumer in consumers[1:]:
                 try:
-                    deferred.commit_derived(self, consumer)
+                    if deferred.commit_derived(self, consumer):
+                        again.append(consumer.job.name)
                 except Exception as e:  # noqa: BLE001 - one job's failure must not stop the source or the others
                     print(f"{consumer.job.describe()}: metrics and watermarks not written ({type(e).__name__}: "
                           f"{' '.join(str(e).split())[:300]}); written at the next flush", file=sys.stderr,
                           flush=True)
-            if held:
+            if held or again:  # rows decided again: the counts of batches before a restart were lost with them
                 print(f"flush: metrics, watermarks, lag and diagnostics of {held} batch(es) written in "
-                      f"{time.perf_counter() - began:.1f}s", file=sys.stderr, flush=True)
+                      f"{time.perf_counter() - began:.1f}s"
+                      + (f" (rows decided again for {', '.join(again)})" if again else ""), file=sys.stderr, flush=True)
         finally:
             release_java_objects()
 

@@ -38,12 +38,14 @@ class Batch:
 
 @dataclass(frozen=True)
 class Decided:
-    """A job's batch as committed: its checkpoint, (for the lead job) its late input events, and when its last
-    commit (the checkpoint's) landed (epoch seconds)."""
+    """A job's batch as committed: its checkpoint, (for the lead job) its late input events, when its last
+    commit (the checkpoint's) landed (epoch seconds), and its decide run's partials for the flush (the one pass's:
+    `Outputs.partials`; None for other policies)."""
 
     checkpoint: Checkpoint
     late: diagnostics.LateEvents | None = None
     committed_at: float = 0.0
+    partials: list | None = None
 
 
 @contextmanager
@@ -83,7 +85,7 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
     late = diagnostics.late_events(out.exceptions, batch.rows) if lead else None  # an observation: after the commits
     live.earlier.advance(cp.state.seq, state.seq, batch.span)
     out.unpersist()
-    return Decided(_committed(live, step.where, made, versions), late, committed_at)
+    return Decided(_committed(live, step.where, made, versions), late, committed_at, out.partials)
 
 
 @dataclass(frozen=True)

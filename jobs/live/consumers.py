@@ -10,6 +10,7 @@ killed in the middle of its commits redoes that batch with the same journal rows
 """
 from __future__ import annotations
 
+import copy
 import sys
 import time
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.live import lag
+from jobs.live import deferred, lag
 from jobs.live.commit import WRITER, Batch, Decided, commit_batch, persisted
 from replay.io import checkpoints
 from replay.io.checkpoints import Checkpoint
@@ -36,6 +37,7 @@ class Consumer:
     cp: Checkpoint
     lead: bool = False
     failures: int = 0
+    held: deferred.Held | None = None  # what its batches since the last flush found for the flush
 
     @classmethod
     def load(cls, live, job: Job, lead: bool) -> "Consumer":
@@ -53,9 +55,18 @@ class Consumer:
 
     def decide(self, live, batch: Batch) -> Decided:
         """Decide `batch` (the journal rows after the checkpoint) and commit; the checkpoint moves on."""
+        start = self.seq + 1
         decided = commit_batch(live, self.job, self.cp, batch, self.lead)
         self.cp = decided.checkpoint
+        more = deferred.Held.of(start, self.seq + 1, decided.partials)
+        self.held = self.held.then(more) if self.held is not None else more
         return decided
+
+    def taken(self) -> "Consumer":
+        """The job as it is, for a flush to write (the next batch moves this one's checkpoint on), with the partials
+        held: this one holds none from now on."""
+        taken, self.held = copy.copy(self), None
+        return taken
 
     def pending(self, live) -> DataFrame | None:
         """The journal rows after the checkpoint (None: no journal); after a batch half-committed by a run that

@@ -3,29 +3,64 @@ decisions and dead letters, and the lead's lag and diagnostics, observations. Wr
 and when the stream stops, so a batch commits only the journal, its outputs and its checkpoint.
 
 The metrics table names the rows it covers (its commit's `seq_to`); a flush merges the metrics of the rows decided
-after them, up to the checkpoint, read back from the tables: a SIGKILL between flushes loses no metrics (the next
-run's first flush covers them) and counts none twice. The timeline continues from its last step the same way.
+after them, up to the checkpoint: from the counts the batches' decide runs kept (`Held`), or else decided again from
+the tables: a SIGKILL between flushes loses no metrics (the next run's first flush covers them) and counts none
+twice. The timeline continues from its last step the same way.
 Observations not written yet are lost with the process."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.live import diagnostics, lag
 from jobs.live.commit import WRITER, crash_point
-from replay.engine import metrics, watermarks
+from replay.engine import metrics, one_pass, watermarks
 from replay.engine.pipeline import engine_rows, timeline_rows
 from replay.io import journal
 from replay.io.lake import Lake
 from replay.io.store import AppTransaction, commit_metadata
 from replay.model.policy import policy_hash
 from replay.ops import outputs
-from replay.ops.run import arrival_hours
+from replay.ops.run import arrival_hours, hours_between
 
 
-def commit_derived(live, consumer) -> None:
-    """What `consumer`'s batches left to the flush: its metrics, then its watermark timeline, from the decisions of
-    the rows after what each covers (derived once when both start at the same row, as they usually do)."""
+@dataclass(frozen=True)
+class Held:
+    """What the decide runs of a job's consecutive batches, journal seq [start, upto), found for its flush: their
+    metric counts (partition, hour, counts: `metrics.PARTIAL`) and timeline steps (partition, seq, arrival, wp,
+    output watermark), a few rows a batch (`one_pass.scope_ends`). A flush merges them when they cover exactly
+    the rows its tables lack; else (a restart, a flush that failed, a policy the one pass does not decide) it decides
+    those rows again."""
+
+    start: int
+    upto: int
+    metrics: tuple[tuple, ...] = ()
+    steps: tuple[tuple, ...] = ()
+
+    @classmethod
+    def of(cls, start: int, upto: int, partials: list | None) -> "Held | None":
+        if partials is None:
+            return None
+        metric, step = one_pass.METRICS, one_pass.STEP
+        return cls(start, upto, tuple((r.s, r.x, list(r.counts)) for r in partials if r.tag == metric),
+                   tuple((r.s, r.y, r.z, r.counts[0], r.counts[1]) for r in partials if r.tag == step))
+
+    def then(self, more: "Held | None") -> "Held | None":
+        """These batches' partials and the next batch's, when it follows them (else the next batch's alone)."""
+        if more is None or more.start != self.upto:
+            return more
+        return Held(self.start, more.upto, self.metrics + more.metrics, self.steps + more.steps)
+
+    def covers(self, start: int, upto: int) -> bool:
+        return (self.start, self.upto) == (start, upto)
+
+
+def commit_derived(live, consumer) -> bool:
+    """What `consumer`'s batches left to the flush: its metrics, then its watermark timeline, merged from what its
+    batches held (`Consumer.held`), or else from the decisions of the rows after what each covers (derived once
+    when both start at the same row, as they usually do). Whether it decided rows again."""
     views = {}
 
     def decided(start: int, upto: int) -> DataFrame:
@@ -33,11 +68,12 @@ def commit_derived(live, consumer) -> None:
             views[start, upto] = outputs.decisions(live.spark, consumer.where, live.store, start, upto)
         return views[start, upto]
 
-    commit_metrics(live, consumer, decided)
-    commit_timeline(live, consumer, decided)
+    commit_metrics(live, consumer, decided, consumer.held)
+    commit_timeline(live, consumer, decided, consumer.held)
+    return bool(views)
 
 
-def commit_metrics(live, consumer, derive) -> None:
+def commit_metrics(live, consumer, derive, held: Held | None = None) -> None:
     """Bring `consumer`'s metrics table up to its checkpoint: merge the metrics of the rows decided after those
     the table covers (`metrics.combine`), or compute them over every decided row when the table covers none
     (no table, one from an older Retrace, or one that does not say which rows it covers)."""
@@ -54,22 +90,30 @@ def commit_metrics(live, consumer, derive) -> None:
     start = covered if table is not None else 0
     if upto <= start:
         return
-    decided = {"decisions": derive(start, upto),
-               "dead_letters": store.read_current(spark, where.table("dead_letters"))
-               .where(F.col("seq").between(start, upto - 1))}
-    if table is None:
-        merged = metrics.hourly(decided["decisions"], decided["dead_letters"])
+    dead = store.read_current(spark, where.table("dead_letters")).where(F.col("seq").between(start, upto - 1))
+    if held is not None and held.covers(start, upto):  # the batches' own counts: nothing is decided again
+        partials = spark.createDataFrame(held.metrics, "partition int, hour long, counts array<long>").select(
+            "partition", F.timestamp_micros("hour").alias("hour"), "counts")
+        events = [p for p, _, counts in held.metrics if counts[0]]
+        journaled = store.read(spark, Lake(live.lake).journal)
+        before = journal.last_events_before(journaled, start, sorted(set(events))) if start else None
+        stretch = metrics.of_partials(partials, dead, journaled.where(F.col("seq").between(start, upto - 1)), before)
+        hours = [h for _, h, _ in held.metrics]
+        hours = hours_between(min(hours), max(hours)) if hours else None
     else:
-        merged = metrics.combine(table, metrics.of_stretch(decided["decisions"], decided["dead_letters"],
-                                                           _last_events(live, decided["decisions"], start)))
+        decided = derive(start, upto)
+        before = _last_events(live, decided, start) if table is not None else None
+        stretch = metrics.of_stretch(decided, dead, before) if before is not None else metrics.hourly(decided, dead)
+        hours = arrival_hours(decided)
+    merged = stretch if table is None else metrics.combine(table, stretch)
     # one file in (partition, hour) order, sorted where it is gathered (a global sort would sample first)
     store.write(merged.coalesce(1).sortWithinPartitions("partition", "hour"), path, mode="overwrite",
                 metadata={**_flushed(consumer, "metrics", start, upto),
-                          "hours": arrival_hours(decided["decisions"])})  # reported by retrace_outside_runs
+                          "hours": hours})  # reported by retrace_outside_runs
     crash_point(f"{consumer.job.name}:metrics")
 
 
-def commit_timeline(live, consumer, derive) -> None:
+def commit_timeline(live, consumer, derive, held: Held | None = None) -> None:
     """Bring `consumer`'s watermark timeline up to its checkpoint: the steps of the rows decided after its last
     step, each partition continuing from the step it had reached (the table's highest), appended in one commit.
     Rows between a partition's last step and the rows the table covers reach no new step: deciding them again
@@ -89,7 +133,11 @@ def commit_timeline(live, consumer, derive) -> None:
             start = max(start, meta["seq_to"])
     if upto <= start:
         return
-    decided = engine_rows(derive(start, upto))
+    if held is not None and held.covers(start, upto):  # the batches' own steps: nothing is decided again
+        decided = spark.createDataFrame(held.steps, "partition int, seq long, arrival long, wp long, "
+                                        "output_watermark long")
+    else:
+        decided = engine_rows(derive(start, upto))
     store.write(timeline_rows(watermarks.timeline(decided, before=reached)).coalesce(1), path,
                 metadata=_flushed(consumer, "watermarks", start, upto))
     crash_point(f"{consumer.job.name}:watermarks")

@@ -32,8 +32,23 @@ def of_stretch(decisions: DataFrame, dead_letters: DataFrame, before: DataFrame)
     """hourly() of a stretch of rows that follows others (a live batch): `before` holds each partition's last
     event before it (partition, seq, offset; `replay.io.journal.last_events_before`), which backward offsets
     compare to."""
-    earlier = before.select("partition", "seq", "offset", F.lit(None).cast("timestamp").alias("arrival_time"))
-    return _aggregate(decisions, dead_letters, _backward(_events(decisions).unionByName(earlier)))
+    return _aggregate(decisions, dead_letters, _backward(_after(_events(decisions), before)))
+
+
+def of_partials(partials: DataFrame, dead_letters: DataFrame, journal: DataFrame,
+                before: DataFrame | None) -> DataFrame:
+    """from_partials() of a stretch of rows whose decide runs' counts were kept (a live job's batches since its last
+    flush): their backward offsets are the stretch's `journal` rows' own (the source's offsets, not a decision),
+    after `before` (as of_stretch takes it; None: no row before the stretch)."""
+    return from_partials(partials, dead_letters, _backward(_after(_events(journal), before)))
+
+
+def _after(events: DataFrame, before: DataFrame | None) -> DataFrame:
+    """A stretch's events after each partition's last event before it, which its first event's offset compares to."""
+    if before is None:
+        return events
+    return events.unionByName(
+        before.select("partition", "seq", "offset", F.lit(None).cast("timestamp").alias("arrival_time")))
 
 
 def backward_of(decisions: DataFrame) -> DataFrame:

@@ -138,11 +138,14 @@ class ScopeEnd:
     last_event: int | None
 
 
-def scope_ends(ran: DataFrame) -> tuple[dict[int, ScopeEnd], tuple[int | None, int | None]]:
-    """Per output scope, its end (`ScopeEnd`); and the kept events' first and last timestamp (None without any).
-    Collected: a few rows per task."""
+def scope_ends(ran: DataFrame, partials: bool = False) -> tuple[dict[int, ScopeEnd], tuple, list | None]:
+    """Per output scope, its end (`ScopeEnd`); the kept events' first and last timestamp (None without any); and
+    with `partials`, the metric counts and timeline steps (rows tag, s, x, y, z, counts), which a live job keeps for
+    its flush (`jobs.live.deferred.Held`). Collected in one job: a few rows per task."""
+    tags = (SCOPE, METRICS, STEP) if partials else (SCOPE,)
+    found = ran.where(F.col("tag").isin(*tags)).select("tag", "s", "x", "y", "z", "counts").collect()
     ends, lo, hi = {}, None, None
-    for r in tagged(ran, SCOPE).select("s", "counts").collect():
+    for r in (r for r in found if r["tag"] == SCOPE):
         seq, owm, last, first_ts, last_ts = r["counts"]
         e = ends.get(r["s"])
         event = last if last > -(2**63) else None
@@ -153,7 +156,7 @@ def scope_ends(ran: DataFrame) -> tuple[dict[int, ScopeEnd], tuple[int | None, i
         if first_ts <= last_ts:  # the task kept an event
             lo = first_ts if lo is None else min(lo, first_ts)
             hi = last_ts if hi is None else max(hi, last_ts)
-    return ends, (lo, hi)
+    return ends, (lo, hi), [r for r in found if r["tag"] != SCOPE] if partials else None
 
 
 def arrival_span(ran: DataFrame) -> tuple[int | None, int | None]:

@@ -32,6 +32,7 @@ class Outputs:
     state: State | None = None  # the engine's state after the last row
     stored: DataFrame | None = None  # the decisions a target stores (`exceptions`); None: those of `decisions`
     arrivals: Callable[[], tuple[int | None, int | None]] | None = None  # the first and last arrival decided
+    partials: list | None = None  # a live batch's metric counts and timeline steps, for its flush (`scope_ends`)
 
     @cached_property
     def decisions(self) -> DataFrame:
@@ -312,7 +313,7 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
     steps_before = {q: w // kernels.RESOLUTION for q, w in before.items() if w > NEG}
     ran = p.run("decide", since_seq, steps_before).persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(ran)
-    ends, span = one_pass.scope_ends(ran)  # runs the pass: one Spark job over the rows
+    ends, span, partials = one_pass.scope_ends(ran, c.keep_state)  # runs the pass: one Spark job over the rows
     carried = job.field_names
 
     def decisions() -> DataFrame:
@@ -342,7 +343,8 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
         return metrics.from_partials(one_pass.metric_partials(ran), dead, found)
 
     return Outputs(decisions, win, _with_raw(dead, journal, rows_at_most), timeline, hourly, cached, after,
-                   stored=one_pass.with_fields(decided, journal, job), arrivals=lambda: one_pass.arrival_span(ran))
+                   stored=one_pass.with_fields(decided, journal, job), arrivals=lambda: one_pass.arrival_span(ran),
+                   partials=partials)
 
 
 def _windows_in_one_pass(p: one_pass.Pass, ran: DataFrame, journal: DataFrame, span: tuple[int | None, int | None],

@@ -151,6 +151,33 @@ def test_live_metrics_merged_per_batch_equal_a_replays_bit_for_bit(spark, whole)
     assert sum(r[2] for r in rows("production")) == 3000  # every event counted once (column `events`)
 
 
+def test_flushes_merge_their_batches_counts_and_after_a_kill_decide_the_rows_again(spark, landing, tmp_path, capfd):
+    """A flush every two batches merges what the batches' decide runs counted: no row is decided twice. A job killed
+    before a flush leaves rows no later run has counts of: the next run's first flush decides those again. Either way
+    the metrics and the watermark timeline equal a replay's, bit for bit."""
+    lake, files, store = str(tmp_path / "lake"), journal.landing_files(landing), default_store()
+    killed = file_stream(spark, lake, POLICY, partitions=4, flush_every=2)
+    for i in (0, 3, 6):  # flushed after the second batch; the third's counts die with the job
+        killed.process(lines_of(spark, landing, files[i:i + 3]))
+    if killed.flushing is not None:
+        killed.flushing.result()  # the flush after the second batch, written beside the third
+    before_kill = capfd.readouterr().err
+    resumed = file_stream(spark, lake, POLICY, partitions=4, flush_every=2)
+    for i in (9, 12):
+        resumed.process(lines_of(spark, landing, files[i:i + 3]))
+    resumed.flush()
+    after_restart = capfd.readouterr().err
+    assert "flush: metrics" in before_kill and "decided again" not in before_kill
+    assert "rows decided again for default" in after_restart
+    run(spark, lake, Job.spec(POLICY), target="replayed")
+
+    def rows(target, table):
+        return sorted(tuple(r) for r in store.read(spark, target_dir(lake, target).table(table)).collect())
+
+    for table in ("metrics", "watermarks"):
+        assert rows("production", table) == rows("replayed", table), table
+
+
 def test_a_batch_commits_its_outputs_and_checkpoint_and_leaves_metrics_and_lag_to_the_flush(live_lake):
     """Five batches, flushed once as they end: a Delta commit per batch to each output and checkpoint table, one
     to the metrics (derivable) and the lag (observations), not one per batch (issue 46)."""

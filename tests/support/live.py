@@ -9,9 +9,10 @@ from replay.model.jobs import Job
 from replay.model.policy import Policy
 
 
-def file_stream(spark, lake: str, policy: Policy, clock: str = "simulated", partitions: int = 4) -> FileStream:
-    """A live stream whose batches the test hands over (`process(lines)`)."""
-    return FileStream(spark, lake, [Job.spec(policy)], LiveOptions(clock=clock, partitions=partitions))
+def file_stream(spark, lake: str, policy: Policy, clock: str = "simulated", partitions: int = 4,
+                **options) -> FileStream:
+    """A live stream whose batches the test hands over (`process(lines)`); `options`: LiveOptions' other fields."""
+    return FileStream(spark, lake, [Job.spec(policy)], LiveOptions(clock=clock, partitions=partitions, **options))
 
 
 def stream_files(spark, landing: str, lake: str, policy: Policy, max_files_per_batch=None, max_bytes_per_batch=None,
