@@ -226,6 +226,9 @@ def backward_table(spark, steps: list[tuple[int, int, int, int]]) -> DataFrame:
         "partition", F.timestamp_micros("hour").alias("hour"), "backward_offsets")
 
 
+# rows of a live batch up to which its metric counts and timeline steps are collected for the flush: a catch-up
+# batch's steps (one per partition and second of event time) could fill the driver; its flush decides them again
+PARTIALS_AT_MOST = 50_000
 BROADCAST_REPEATS = 1_000_000  # repeated (partition, offset) pairs up to which they are broadcast to the rows
 
 
@@ -313,7 +316,9 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
     steps_before = {q: w // kernels.RESOLUTION for q, w in before.items() if w > NEG}
     ran = p.run("decide", since_seq, steps_before).persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(ran)
-    ends, span, partials = one_pass.scope_ends(ran, c.keep_state)  # runs the pass: one Spark job over the rows
+    # runs the pass: one Spark job over the rows; a small live batch's partials come with it (`Outputs.partials`)
+    small = c.keep_state and rows_at_most is not None and rows_at_most <= PARTIALS_AT_MOST
+    ends, span, partials = one_pass.scope_ends(ran, small)
     carried = job.field_names
 
     def decisions() -> DataFrame:

@@ -10,6 +10,7 @@ from py4j.java_gateway import JavaObject
 from pyspark.sql import functions as F
 
 from jobs.live.files import FileStream
+from replay.engine import pipeline
 from replay.io import journal
 from replay.io.landing import read_lines
 from replay.io.store import default_store
@@ -176,6 +177,26 @@ def test_flushes_merge_their_batches_counts_and_after_a_kill_decide_the_rows_aga
 
     for table in ("metrics", "watermarks"):
         assert rows("production", table) == rows("replayed", table), table
+
+
+def test_a_batch_too_large_to_hold_its_counts_is_decided_again_at_the_flush(spark, short_landing, tmp_path, capfd,
+                                                                           monkeypatch):
+    """A catch-up batch's timeline steps could fill the driver: above `PARTIALS_AT_MOST` rows a batch keeps no counts,
+    and the flush decides its rows again, to the same metrics."""
+    monkeypatch.setattr(pipeline, "PARTIALS_AT_MOST", 500)
+    lake, files = str(tmp_path / "lake"), journal.landing_files(short_landing)
+    live = file_stream(spark, lake, POLICY, partitions=4)
+    live.process(lines_of(spark, short_landing, files[:2]))  # about 430 rows: held
+    live.process(lines_of(spark, short_landing, files[2:]))  # about 860: decided again
+    live.flush()
+    assert "rows decided again for default" in capfd.readouterr().err
+    run(spark, lake, Job.spec(POLICY), target="replayed")
+    store = default_store()
+
+    def rows(target):
+        return sorted(tuple(r) for r in store.read(spark, target_dir(lake, target).table("metrics")).collect())
+
+    assert rows("production") == rows("replayed")
 
 
 def test_a_batch_commits_its_outputs_and_checkpoint_and_leaves_metrics_and_lag_to_the_flush(live_lake):
