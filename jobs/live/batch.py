@@ -248,7 +248,7 @@ class LiveStream:
 
     def _to_flush(self) -> tuple[list[Consumer], deferred.Observations, int]:
         """What a flush writes, taken now, once the flush running beside the batches has ended: each job as it is
-        (`copy`: the next batch moves the job's own checkpoint on), the observations held, the batches since."""
+        with the counts its batches kept (`Consumer.taken`), the observations held, the batches since."""
         running, self.flushing = self.flushing, None
         if running is not None:
             running.result()
