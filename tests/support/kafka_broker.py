@@ -49,8 +49,14 @@ class Broker:
 
 
 def cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (as `kafka-storage random-uuid`)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (as `kafka-storage random-uuid`).
+
+    Like Kafka's own `Uuid.randomUuid`, never one starting with "-": the storage tool would read it as an option.
+    """
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 def _server_properties(folder: str, port: int, controller: int) -> str:
