@@ -37,7 +37,8 @@ def reads(rows: DataFrame) -> tuple[list[PartitionRead], dict]:
     """Per partition of the batch's journal rows: events, clock rows, bytes (of the whole landed line), latest
     event arrival and offset (of its records: events and punctuations), latest arrival of any row; and the batch's
     span (lo, hi, n, clocks, noted: the latest processing time its clock rows name; offsets: its records' least and
-    greatest offset; first_offsets, last_offsets: the same per partition).
+    greatest offset; first_offsets, last_offsets: the same per partition; distinct: no (partition, offset) of its
+    records repeats in it, so with no earlier journal rows to meet, each job's duplicate check has nothing to find).
     One Spark job."""
     event, clock = F.col("kind") == "event", F.col("kind") == "clock"
     record = F.col("kind").isin("event", "punctuation")  # the broker's records: offsets are theirs
@@ -49,6 +50,8 @@ def reads(rows: DataFrame) -> tuple[list[PartitionRead], dict]:
         F.max(F.when(record, F.col("offset"))).alias("offset"),
         F.min("seq").alias("lo"), F.max("seq").alias("hi"), F.count("*").alias("n"),
         F.min(F.when(record, F.col("offset"))).alias("low_offset"),
+        F.count(F.when(record, 1)).alias("records"),
+        F.count_distinct(F.when(record, F.col("offset"))).alias("distinct"),
         F.max(F.when(clock, F.get_json_object("payload", "$.processing_time"))).alias("noted")).collect()
     out = [PartitionRead(r["partition"], r["events"], r["clocks"], r["bytes"] or 0, r["arrival"], r["offset"],
                          r["latest"])
@@ -63,7 +66,8 @@ def _span(per: list) -> dict:
             "noted": max((r["noted"] for r in per if r["noted"]), default=None),
             "offsets": _bounds([r["low_offset"] for r in per], [r["offset"] for r in per]),
             "first_offsets": {r["partition"]: r["low_offset"] for r in per if r["low_offset"] is not None},
-            "last_offsets": {r["partition"]: r["offset"] for r in per if r["offset"] is not None}}
+            "last_offsets": {r["partition"]: r["offset"] for r in per if r["offset"] is not None},
+            "distinct": all(r["records"] == r["distinct"] for r in per)}
 
 
 def with_clock_rows(found: tuple[list[PartitionRead], dict] | None, clocks: list[tuple[int, int, int]],

@@ -121,14 +121,14 @@ class Prepared:
 
 def prepare(journal: DataFrame, history: DataFrame | None = None, whole: bool = False,
             policy: Policy | None = None, substream: Column | None = None,
-            fields: tuple[tuple[str, str], ...] = ()) -> Prepared:
+            fields: tuple[tuple[str, str], ...] = (), distinct: bool = False) -> Prepared:
     """Journal rows the semantics act on (events, clocks and the source's punctuations), times in integer
     microseconds, with `duplicate`: a record (event or punctuation) whose (partition, offset) appeared at an earlier
     seq, in `journal` or in `history` (the journal rows before it, when `journal` continues from a checkpoint).
     `substream`: the value that names a row's substream (`substream_column`), as column `sub`. `fields`: a job's
     fields (name, expression), each a column of its events (null on other rows): computed in the journal's scan and
     carried through the passes, not joined to the decided rows afterwards by seq (a shuffle, or a broadcast of
-    every event's fields).
+    every event's fields). `distinct`: `journal`'s records repeat no (partition, offset) among themselves.
 
     Offsets usually rise in every partition: then nothing repeats. When `whole` (`journal` continues no earlier
     rows: no `history`, no state), one pass on the executors over the rows where they lie (`first_pass`) shows
@@ -156,6 +156,8 @@ def prepare(journal: DataFrame, history: DataFrame | None = None, whole: bool = 
             lying = None if found.maxima is None else watermarks.AsTheyLie(
                 all_kinds.withColumn("row", _acted_on()), found.stretches)
             return Prepared(no_repeats, [], backward, found.maxima, lying)
+    if distinct and history is None:  # nothing to repeat: no aggregation (a Spark job per job of a live batch)
+        return Prepared(no_repeats, [], backward)
     events = rows.where(_record()).select("partition", "offset", "seq")
     if history is not None:
         earlier = (history.where(_record()).select("partition", "offset", "seq")
@@ -238,11 +240,14 @@ _PREPARED = ("seq", "partition", "offset", "kind", "arrival", "et", "key", "valu
 @dataclass(frozen=True)
 class Continuing:
     """Where journal rows continue from: a checkpoint's `state` and the journal rows before them (`history`, where
-    earlier copies of a (partition, offset) are); `keep_state` also computes the state after them (the next batch's)."""
+    earlier copies of a (partition, offset) are); `keep_state` also computes the state after them (the next batch's);
+    `distinct`: the rows' records are known to repeat no (partition, offset) among themselves (a live batch's
+    `lag.reads` counted them), so without `history` no duplicate check runs."""
 
     state: State | None = None
     history: DataFrame | None = None
     keep_state: bool = False
+    distinct: bool = False
 
     @classmethod
     def after(cls, journal: DataFrame, state: State | None) -> tuple[DataFrame, "Continuing"]:
@@ -393,7 +398,8 @@ def _windows_in_one_pass(p: one_pass.Pass, ran: DataFrame, journal: DataFrame, s
 def _one_pass(journal: DataFrame, job: Job, c: Continuing, partitions: list[int] | None):
     """The decide pass over `journal` (`one_pass.Pass`) and the prepared rows it reads; None without rows."""
     policy, state = job.policy, c.state or State()
-    prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, None, job.fields)
+    prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, None, job.fields,
+                       c.distinct)
     rows = prepared.rows.withColumn("chunk", watermarks.chunk_column())
     starts = watermarks.bounded_starts(rows, policy, state, partitions, prepared.maxima, prepared.lying)
     if starts is None:
@@ -439,7 +445,7 @@ def _decide(journal: DataFrame, job: Job, c: Continuing, partitions: list[int] |
     their output watermark, what raises it, the decision rows, the cached DataFrames), or None without rows."""
     policy, state = job.policy, c.state or State()
     prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, substream_column(job),
-                       job.fields)
+                       job.fields, c.distinct)
     carried = job.field_names
     d = watermarks.decide(prepared.rows, policy, state, partitions, prepared.maxima, prepared.lying, carried)
     if d is None:

@@ -115,6 +115,25 @@ def test_a_live_batch_quarantines_an_offset_an_earlier_batch_had_and_counts_it_b
     assert _table(spark, lake, "metrics").agg(F.sum("backward_offsets")).first()[0] == 1
 
 
+def test_a_live_batch_quarantines_an_offset_repeated_within_it_though_none_repeats_an_earlier_batch(spark, tmp_path):
+    """A batch's reads say whether its records repeat an offset among themselves (`lag.reads`' `distinct`): each
+    job's duplicate check runs only then (or when an earlier batch could hold one)."""
+    from jobs.live import lag
+
+    landing, lake = str(tmp_path / "landing"), str(tmp_path / "lake")
+    _write(landing, "a.jsonl", [_event(0, 0, 1, 1.0), _event(0, 1, 2, 2.0), _event(1, 0, 2, 1.0)])
+    _write(landing, "b.jsonl", [_event(0, 2, 3, 4.0), _event(0, 3, 4, 2.0), _event(0, 2, 5, 8.0)])  # 2 twice
+    _live(spark, landing, lake)
+    journaled = journal.read(spark, lake)
+    spans = [lag.reads(journaled.where(F.col("source") == f))[1] for f in ("a.jsonl", "b.jsonl")]
+    assert [s["distinct"] for s in spans] == [True, False]
+    quarantined = _table(spark, lake, "decisions").where(F.col("action") == "quarantined").collect()
+    assert [(q["seq"], q["partition"], q["offset"], q["reasons"]) for q in quarantined] == [(5, 0, 2, ["duplicate"])]
+    run(spark, lake, Job.spec(POLICY), target="replayed")
+    replayed = outputs.read(spark, target_dir(lake, "replayed"), "decisions")
+    assert sorted(_table(spark, lake, "decisions").collect()) == sorted(replayed.collect())
+
+
 def _duplicates(spark, offsets: list[tuple[int, int]], whole: bool) -> list[int]:
     from replay.engine.pipeline import prepare
 
