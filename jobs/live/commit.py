@@ -71,7 +71,9 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
     step = _Step(live, job, cp.batch + 1, batch.span)
     journaled = live.store.read(live.spark, Lake(live.lake).journal)
     history = live.earlier.history(journaled, cp.state.seq, batch.span)  # where duplicate (partition, offset) are
-    continuing = engine.Continuing(cp.state, history, keep_state=True, distinct=batch.span["distinct"])
+    span = batch.span
+    counted = engine.Counted(span["distinct"], tuple(span["partitions"]), (span["lo"], span["hi"]))
+    continuing = engine.Continuing(cp.state, history, keep_state=True, counted=counted)
     out = engine.replay(batch.rows, job, partitions=live.source_partitions, rows_at_most=batch.span["n"],
                         materialize=_computed_once, continuing=continuing)
     step.write_decisions(out.exceptions)  # first: the rest is derived (`outputs`)

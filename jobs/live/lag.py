@@ -38,7 +38,8 @@ def reads(rows: DataFrame) -> tuple[list[PartitionRead], dict]:
     event arrival and offset (of its records: events and punctuations), latest arrival of any row; and the batch's
     span (lo, hi, n, clocks, noted: the latest processing time its clock rows name; offsets: its records' least and
     greatest offset; first_offsets, last_offsets: the same per partition; distinct: no (partition, offset) of its
-    records repeats in it, so with no earlier journal rows to meet, each job's duplicate check has nothing to find).
+    records repeats in it, so with no earlier journal rows to meet, each job's duplicate check has nothing to find;
+    partitions: those of its events, clocks and punctuations, the rows each job's watermark pass decides).
     One Spark job."""
     event, clock = F.col("kind") == "event", F.col("kind") == "clock"
     record = F.col("kind").isin("event", "punctuation")  # the broker's records: offsets are theirs
@@ -67,7 +68,8 @@ def _span(per: list) -> dict:
             "offsets": _bounds([r["low_offset"] for r in per], [r["offset"] for r in per]),
             "first_offsets": {r["partition"]: r["low_offset"] for r in per if r["low_offset"] is not None},
             "last_offsets": {r["partition"]: r["offset"] for r in per if r["offset"] is not None},
-            "distinct": all(r["records"] == r["distinct"] for r in per)}
+            "distinct": all(r["records"] == r["distinct"] for r in per),
+            "partitions": sorted(r["partition"] for r in per if r["records"] or r["clocks"])}
 
 
 def with_clock_rows(found: tuple[list[PartitionRead], dict] | None, clocks: list[tuple[int, int, int]],
@@ -88,6 +90,7 @@ def with_clock_rows(found: tuple[list[PartitionRead], dict] | None, clocks: list
     span = {**span, "lo": lo if span["lo"] is None else min(span["lo"], lo),
             "hi": hi if span["hi"] is None else max(span["hi"], hi), "n": span["n"] + len(clocks),
             "clocks": span["clocks"] + len(clocks),
+            "partitions": sorted(set(span["partitions"]) | {p for _, p, _ in clocks}),
             "noted": max((v for v in (span["noted"], noted) if v), default=None)}
     return sorted(by.values(), key=lambda r: (r.partition is None, r.partition or 0)), span
 

@@ -7,6 +7,7 @@ moved to Python: that copy of the journal was most of a replay's time (issue 46)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -18,7 +19,7 @@ from replay.model.policy import Policy
 from replay.model.state import State
 
 # the rows the operator sends back (`Decide`'s tags): a decided row, or a partial aggregate
-DECIDED, UNTIMED, CLOSE, STEP, METRICS, SCOPE, CLOSED = range(7)
+DECIDED, UNTIMED, CLOSE, STEP, METRICS, SCOPE, CLOSED, TERMS = range(8)
 BROADCAST_FIELDS = 1_000_000  # exceptions up to which they are broadcast to the journal for their fields
 
 
@@ -138,11 +139,21 @@ class ScopeEnd:
     last_event: int | None
 
 
-def scope_ends(ran: DataFrame, partials: bool = False) -> tuple[dict[int, ScopeEnd], tuple, list | None]:
-    """Per output scope, its end (`ScopeEnd`); the kept events' first and last timestamp (None without any); and
-    with `partials`, the metric counts and timeline steps (rows tag, s, x, y, z, counts), which a live job keeps for
-    its flush (`jobs.live.deferred.Held`). Collected in one job: a few rows per task."""
-    tags = (SCOPE, METRICS, STEP) if partials else (SCOPE,)
+class Ends(NamedTuple):
+    """What the decide run found at its end (`scope_ends`)."""
+
+    scopes: dict[int, ScopeEnd]
+    span: tuple  # the kept events' first and last timestamp (None without any)
+    partials: list | None  # the metric counts and timeline steps a live job keeps for its flush (`deferred.Held`)
+    terms: list[tuple[int, int, int | None]] | None  # (partition, floor term's max, event term's max or None)
+
+
+def scope_ends(ran: DataFrame, partials: bool = False, terms: bool = False) -> Ends:
+    """Per output scope, its end (`ScopeEnd`); the kept events' first and last timestamp; with `partials`, the metric
+    counts and timeline steps (rows tag, s, x, y, z, counts); with `terms`, each partition's maxima of the
+    watermark's two terms (the state after the rows, when no aggregation found them before the pass). Collected in
+    one job: a few rows per task."""
+    tags = (SCOPE, *((METRICS, STEP) if partials else ()), *((TERMS,) if terms else ()))
     found = ran.where(F.col("tag").isin(*tags)).select("tag", "s", "x", "y", "z", "counts").collect()
     ends, lo, hi = {}, None, None
     for r in (r for r in found if r["tag"] == SCOPE):
@@ -156,7 +167,9 @@ def scope_ends(ran: DataFrame, partials: bool = False) -> tuple[dict[int, ScopeE
         if first_ts <= last_ts:  # the task kept an event
             lo = first_ts if lo is None else min(lo, first_ts)
             hi = last_ts if hi is None else max(hi, last_ts)
-    return ends, (lo, hi), [r for r in found if r["tag"] != SCOPE] if partials else None
+    kept = [r for r in found if r["tag"] in (METRICS, STEP)] if partials else None
+    maxima = [(r["s"], r["x"], r["y"]) for r in found if r["tag"] == TERMS] if terms else None
+    return Ends(ends, (lo, hi), kept, maxima)
 
 
 def arrival_span(ran: DataFrame) -> tuple[int | None, int | None]:

@@ -238,16 +238,32 @@ _PREPARED = ("seq", "partition", "offset", "kind", "arrival", "et", "key", "valu
 
 
 @dataclass(frozen=True)
+class Counted:
+    """What a live batch's reads (`jobs.live.lag.reads`) counted of its rows before they are decided: whether its
+    records repeat no (partition, offset) among themselves, the partitions of the rows the semantics act on, and its
+    first and last seq. The engine then skips the Spark jobs that would count these again for every job: the
+    duplicate check (without `history`) and, for rows of one chunk, the watermark terms' maxima before the pass."""
+
+    distinct: bool
+    partitions: tuple[int, ...]
+    seqs: tuple[int, int]
+
+    def chunk(self) -> int | None:
+        """The one chunk of the watermark pass the rows lie in (None: they span two)."""
+        lo, hi = (seq // watermarks.CHUNK_ROWS for seq in self.seqs)
+        return lo if lo == hi else None
+
+
+@dataclass(frozen=True)
 class Continuing:
     """Where journal rows continue from: a checkpoint's `state` and the journal rows before them (`history`, where
     earlier copies of a (partition, offset) are); `keep_state` also computes the state after them (the next batch's);
-    `distinct`: the rows' records are known to repeat no (partition, offset) among themselves (a live batch's
-    `lag.reads` counted them), so without `history` no duplicate check runs."""
+    `counted`: what the caller counted of the rows already (a live batch)."""
 
     state: State | None = None
     history: DataFrame | None = None
     keep_state: bool = False
-    distinct: bool = False
+    counted: Counted | None = None
 
     @classmethod
     def after(cls, journal: DataFrame, state: State | None) -> tuple[DataFrame, "Continuing"]:
@@ -323,7 +339,8 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
     cached.append(ran)
     # runs the pass: one Spark job over the rows; a small live batch's partials come with it (`Outputs.partials`)
     small = c.keep_state and rows_at_most is not None and rows_at_most <= PARTIALS_AT_MOST
-    ends, span, partials = one_pass.scope_ends(ran, small)
+    found_ends = one_pass.scope_ends(ran, small, terms=p.starts.after is None)
+    ends, span = found_ends.scopes, found_ends.span
     carried = job.field_names
 
     def decisions() -> DataFrame:
@@ -345,7 +362,11 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
     after = None
     if c.keep_state:
         scopes_before = {s: state.scope(s) for s in _scopes(policy, p.starts.wp_start.values)}
-        after = _state_from(ends, {}, p.starts.after, state, scopes_before, still_open, None)
+        partitions_after = p.starts.after
+        if partitions_after is None:  # from the pass's own maxima of the two terms (`one_chunk_starts`)
+            maxima = [(p.starts.start.first, q, f, e) for q, f, e in found_ends.terms]
+            partitions_after = watermarks.after_maxima(maxima, sorted(p.starts.wp_start.values), state)
+        after = _state_from(ends, {}, partitions_after, state, scopes_before, still_open, None)
     backward = prepared.backward if since_seq is None else None
 
     def hourly() -> DataFrame:
@@ -354,7 +375,7 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
 
     return Outputs(decisions, win, _with_raw(dead, journal, rows_at_most), timeline, hourly, cached, after,
                    stored=one_pass.with_fields(decided, journal, job), arrivals=lambda: one_pass.arrival_span(ran),
-                   partials=partials)
+                   partials=found_ends.partials)
 
 
 def _windows_in_one_pass(p: one_pass.Pass, ran: DataFrame, journal: DataFrame, span: tuple[int | None, int | None],
@@ -398,10 +419,15 @@ def _windows_in_one_pass(p: one_pass.Pass, ran: DataFrame, journal: DataFrame, s
 def _one_pass(journal: DataFrame, job: Job, c: Continuing, partitions: list[int] | None):
     """The decide pass over `journal` (`one_pass.Pass`) and the prepared rows it reads; None without rows."""
     policy, state = job.policy, c.state or State()
+    counted = c.counted
     prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, None, job.fields,
-                       c.distinct)
+                       counted is not None and counted.distinct)
     rows = prepared.rows.withColumn("chunk", watermarks.chunk_column())
-    starts = watermarks.bounded_starts(rows, policy, state, partitions, prepared.maxima, prepared.lying)
+    chunk = counted.chunk() if counted is not None and counted.partitions else None
+    if chunk is not None and prepared.maxima is None:  # the pass finds the state after the rows (`after_maxima`)
+        starts = watermarks.one_chunk_starts(rows, state, partitions, counted.partitions, chunk)
+    else:
+        starts = watermarks.bounded_starts(rows, policy, state, partitions, prepared.maxima, prepared.lying)
     if starts is None:
         for df in prepared.cached:
             df.unpersist()
@@ -445,7 +471,7 @@ def _decide(journal: DataFrame, job: Job, c: Continuing, partitions: list[int] |
     their output watermark, what raises it, the decision rows, the cached DataFrames), or None without rows."""
     policy, state = job.policy, c.state or State()
     prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, substream_column(job),
-                       job.fields, c.distinct)
+                       job.fields, c.counted is not None and c.counted.distinct)
     carried = job.field_names
     d = watermarks.decide(prepared.rows, policy, state, partitions, prepared.maxima, prepared.lying, carried)
     if d is None:

@@ -195,7 +195,7 @@ class BoundedStarts(NamedTuple):
     start: Starts
     where: kernels.Stretches | None
     wp_start: Starts
-    after: dict[int, PartitionState]
+    after: dict[int, PartitionState] | None  # None: the pass's own maxima give it (`one_chunk_starts`)
 
 
 def bounded_starts(rows: DataFrame, policy: Policy, state: State, partitions: list[int] | None,
@@ -207,13 +207,33 @@ def bounded_starts(rows: DataFrame, policy: Policy, state: State, partitions: li
         return None
     parts, floor_start, event_start = terms
     wp_start = floor_start.combine(event_start)
-    after = {p: PartitionState(floor=floor_start.ends[p], events=event_start.ends[p], wp=wp_start.ends[p])
-             for p in parts}
+    after = _after(floor_start, event_start, parts)
     if lying is not None and len(parts) * len(lying.stretches.first) <= STRETCH_CELLS:
         s = lying.stretches
         floor, events = _term_starts(s.maxima, parts, state, (0, len(s.first) - 1))
         return BoundedStarts(lying.rows.withColumn("chunk", chunk_column()), floor.combine(events), s, wp_start, after)
     return BoundedStarts(rows, wp_start, None, wp_start, after)
+
+
+def one_chunk_starts(rows: DataFrame, state: State, partitions: list[int] | None, seen: tuple[int, ...],
+                     chunk: int) -> BoundedStarts:
+    """The starts of the bounded watermark's pass over rows of one chunk whose partitions are known (`seen`): the
+    state's values, with no aggregation before the pass (a Spark job per job of a live batch). The state after the
+    rows comes from the pass's own maxima (`after_maxima`)."""
+    parts = _source_partitions(seen, state, partitions)
+    floor, events = _term_starts([], parts, state, (chunk, chunk))
+    wp_start = floor.combine(events)
+    return BoundedStarts(rows, wp_start, None, wp_start, None)
+
+
+def after_maxima(maxima: list[tuple[int, int, int, int]], parts: list[int], state: State) -> dict[int, PartitionState]:
+    """Each partition's state after rows with these maxima ((chunk, partition, floor max, events max))."""
+    return _after(*_term_starts(maxima, parts, state), parts)
+
+
+def _after(floor: Starts, events: Starts, parts: list[int]) -> dict[int, PartitionState]:
+    wp = floor.combine(events)
+    return {p: PartitionState(floor=floor.ends[p], events=events.ends[p], wp=wp.ends[p]) for p in parts}
 
 
 def _terms(rows: DataFrame, policy: Policy, state: State, partitions: list[int] | None,

@@ -38,7 +38,8 @@ import org.apache.spark.sql.types.StructType;
  *   <li>{@code decide}: the exceptions (events with a reason or not accepted as they came) and the source's
  *       punctuations without a valid time, from seq {@code since} on, and small partial aggregates of every row:
  *       each window index's first closing row, the watermark timeline's first row per step, the hourly metrics'
- *       counts, and each output scope's last values; with {@code closed_here} (a job whose windows take every
+ *       counts, each output scope's last values, and each partition's maxima of the watermark's two terms (the
+ *       floor and the events': what the state after the rows keeps); with {@code closed_here} (a job whose windows take every
  *       kept event as it is), the kept events' windows already closed before them, each with the event's decision
  *       (a job's filter then picks its {@code window_closed} dead letters among them).
  * </ul>
@@ -55,7 +56,7 @@ public final class Decide {
   static final long HOUR = 3_600_000_000L;
 
   /** What a row of the output is: a decided row, or one of the partial aggregates. */
-  static final byte DECIDED = 0, UNTIMED = 1, CLOSE = 2, STEP = 3, METRICS = 4, SCOPE = 5, CLOSED = 6;
+  static final byte DECIDED = 0, UNTIMED = 1, CLOSE = 2, STEP = 3, METRICS = 4, SCOPE = 5, CLOSED = 6, TERMS = 7;
   /** Actions (null for rows that are not events) and reasons (bits, in the spec's check order). */
   static final byte ACCEPTED = 0, ADJUSTED = 1, DROPPED = 2, QUARANTINED = 3;
   static final int DUPLICATE = 1, INVALID = 2, EARLY = 4, LATE = 8, OUT_OF_ORDER = 16;
@@ -436,9 +437,9 @@ public final class Decide {
       if (d.kind == 2 && hasEt && !dup) {
         c = Math.max(c, et);
       }
-      if (passed && !rules.sourceOnly) {
-        c = Math.max(c, t - rules.outOfOrder);
-      }
+      d.floor = c;
+      d.event = passed && !rules.sourceOnly ? t - rules.outOfOrder : Long.MIN_VALUE;
+      c = Math.max(c, d.event);
       long before = current[p];
       if (c > current[p]) {
         current[p] = c;
@@ -500,6 +501,7 @@ public final class Decide {
   /** One row's decision: what the output's added columns hold (one instance per task, reused row by row). */
   static final class Decision {
     long seq, arrival, wp, owm, timestamp;
+    long floor, event;  // the watermark's two terms of the row: its partition's floor, and t - O (MIN_VALUE: none)
     byte kind, action;  // action: -1 for rows that are not events
     int reasons;
     boolean kept;       // an event kept, with its timestamp
@@ -519,6 +521,8 @@ public final class Decide {
     private final long[][] scopes;                                      // per scope: last values
     private final long[] lastStep, lastHour, lastReached;
     private final long[][] hourCounts;
+    private final long[] floorMax, eventMax;                            // per partition: the terms' maxima
+    private final boolean[] decided;                                    // per partition: a row of it decided
 
     Partials(Rules rules, long[] parts) {
       this.rules = rules;
@@ -532,6 +536,11 @@ public final class Decide {
       lastHour = new long[n];
       Arrays.fill(lastHour, Long.MIN_VALUE);
       hourCounts = new long[n][];
+      floorMax = new long[n];
+      eventMax = new long[n];
+      Arrays.fill(floorMax, Long.MIN_VALUE);
+      Arrays.fill(eventMax, Long.MIN_VALUE);
+      decided = new boolean[n];
     }
 
     void add(Decision d, int p) {
@@ -542,6 +551,9 @@ public final class Decide {
       }
       s[0] = Math.max(s[0], d.seq);
       s[1] = Math.max(s[1], d.owm);
+      decided[p] = true;
+      floorMax[p] = Math.max(floorMax[p], d.floor);
+      eventMax[p] = Math.max(eventMax[p], d.event);
       if (d.kind == 0) {
         s[2] = Math.max(s[2], d.arrival);
       }
@@ -621,6 +633,12 @@ public final class Decide {
       for (int at = 0; at < scopes.length; at++) {
         if (scopes[at] != null) {
           out.partial(SCOPE, rules.merged ? -1 : (int) parts[at], null, null, null, scopes[at]);
+        }
+      }
+      for (int p = 0; p < parts.length; p++) {  // the event term's maximum null where no event passed
+        if (decided[p]) {
+          out.partial(TERMS, (int) parts[p], floorMax[p], eventMax[p] == Long.MIN_VALUE ? null : eventMax[p], null,
+              null);
         }
       }
     }
