@@ -265,6 +265,11 @@ class Continuing:
     keep_state: bool = False
     counted: Counted | None = None
 
+    @property
+    def distinct(self) -> bool:
+        """Whether the rows' records are known to repeat no (partition, offset) among themselves."""
+        return self.counted is not None and self.counted.distinct
+
     @classmethod
     def after(cls, journal: DataFrame, state: State | None) -> tuple[DataFrame, "Continuing"]:
         """The journal rows after a checkpoint's `state` (all of them without one), and where they continue from."""
@@ -421,7 +426,7 @@ def _one_pass(journal: DataFrame, job: Job, c: Continuing, partitions: list[int]
     policy, state = job.policy, c.state or State()
     counted = c.counted
     prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, None, job.fields,
-                       counted is not None and counted.distinct)
+                       c.distinct)
     rows = prepared.rows.withColumn("chunk", watermarks.chunk_column())
     chunk = counted.chunk() if counted is not None and counted.partitions else None
     if chunk is not None and prepared.maxima is None:  # the pass finds the state after the rows (`after_maxima`)
@@ -471,7 +476,7 @@ def _decide(journal: DataFrame, job: Job, c: Continuing, partitions: list[int] |
     their output watermark, what raises it, the decision rows, the cached DataFrames), or None without rows."""
     policy, state = job.policy, c.state or State()
     prepared = prepare(journal, c.history, c.state is None and c.history is None, policy, substream_column(job),
-                       job.fields, c.counted is not None and c.counted.distinct)
+                       job.fields, c.distinct)
     carried = job.field_names
     d = watermarks.decide(prepared.rows, policy, state, partitions, prepared.maxima, prepared.lying, carried)
     if d is None:

@@ -522,7 +522,6 @@ public final class Decide {
     private final long[] lastStep, lastHour, lastReached;
     private final long[][] hourCounts;
     private final long[] floorMax, eventMax;                            // per partition: the terms' maxima
-    private final boolean[] decided;                                    // per partition: a row of it decided
 
     Partials(Rules rules, long[] parts) {
       this.rules = rules;
@@ -540,7 +539,6 @@ public final class Decide {
       eventMax = new long[n];
       Arrays.fill(floorMax, Long.MIN_VALUE);
       Arrays.fill(eventMax, Long.MIN_VALUE);
-      decided = new boolean[n];
     }
 
     void add(Decision d, int p) {
@@ -551,7 +549,6 @@ public final class Decide {
       }
       s[0] = Math.max(s[0], d.seq);
       s[1] = Math.max(s[1], d.owm);
-      decided[p] = true;
       floorMax[p] = Math.max(floorMax[p], d.floor);
       eventMax[p] = Math.max(eventMax[p], d.event);
       if (d.kind == 0) {
@@ -635,8 +632,8 @@ public final class Decide {
           out.partial(SCOPE, rules.merged ? -1 : (int) parts[at], null, null, null, scopes[at]);
         }
       }
-      for (int p = 0; p < parts.length; p++) {  // the event term's maximum null where no event passed
-        if (decided[p]) {
+      for (int p = 0; p < parts.length; p++) {  // a partition with rows (a floor term is never MIN_VALUE)
+        if (floorMax[p] != Long.MIN_VALUE) {  // the event term's maximum null where no event passed
           out.partial(TERMS, (int) parts[p], floorMax[p], eventMax[p] == Long.MIN_VALUE ? null : eventMax[p], null,
               null);
         }
