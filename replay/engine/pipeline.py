@@ -395,21 +395,25 @@ def _windows_in_one_pass(p: one_pass.Pass, ran: DataFrame, journal: DataFrame, s
         return _no_windows(journal), None, None
     closes = windows.closes_of(one_pass.close_firsts(ran), span, policy, state).persist()
     flushing = flush and policy.flush_at_end
+
+    def once(df: DataFrame) -> DataFrame:  # the windows and the open ones after them both read it: computed once
+        if not keep_state:
+            return df
+        df = df.persist()
+        cached.append(df)
+        return df
+
     if job.is_spec:  # its members, each in the windows it did not miss (the missed ones: the decide run's)
         counted = one_pass.members(p.run("members"), policy).groupBy("scope", "group_key", "k").agg(
             F.count("*").alias("count"), F.sum(F.col("value").cast("decimal(38,12)")).alias("sum"))
-        if keep_state:  # the windows and the open ones after them both read it: counted once
-            counted = counted.persist()
-            cached.append(counted)
-        win, still_open = windows.emitted(counted, closes, policy, flushing, state)
+        win, still_open = windows.emitted(counted, closes, policy, flushing, state, once)
         w = windows.WindowResults(win, None, closes, still_open)
     else:
         kept = one_pass.decision_rows(p.run("kept"), job.field_names)
-        if keep_state:  # the windows and the open ones after them both read them: decided once
-            kept = kept.persist()
-            cached.append(kept)
+        if not p.closed_here:  # the missed windows read them too
+            kept = once(kept)
         events = job_sql.decided_events(kept, job)
-        w = windows.job_windows(None, events, policy, job.grouping, job.aggregates, flushing, state, closes)
+        w = windows.job_windows(None, events, policy, job.grouping, job.aggregates, flushing, state, closes, once)
     cached.append(w.closes)
     win = w.windows
     if since_seq is not None:

@@ -6,6 +6,7 @@ reached" index is >= k: a group-by and a small join, no global ordering.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -164,11 +165,12 @@ def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool, state:
     return WindowResults(windows, closed, closes, still_open)
 
 
-def emitted(counted: DataFrame, closes: DataFrame, policy: Policy, flush: bool, state: State | None = None
-            ) -> tuple[DataFrame, DataFrame]:
+def emitted(counted: DataFrame, closes: DataFrame, policy: Policy, flush: bool, state: State | None = None,
+            once: Callable[[DataFrame], DataFrame] | None = None) -> tuple[DataFrame, DataFrame]:
     """The spec's windows from their counts and exact sums (scope, group_key, k, count, sum: the members that did not
     miss them, in any number of rows per window) and the open windows of `state`: the emitted ones (with `flush`, the
-    open ones too, with a null `emitted_at`) and those still open (state.WINDOWS_SCHEMA)."""
+    open ones too, with a null `emitted_at`) and those still open (state.WINDOWS_SCHEMA). `once`: how the windows
+    with their close points, which both read, are computed once (a live batch writes both)."""
     w = policy.window
     state = state or State()
     if state.windows is not None:
@@ -177,6 +179,8 @@ def emitted(counted: DataFrame, closes: DataFrame, policy: Policy, flush: bool, 
     counted = counted.groupBy("scope", "group_key", "k").agg(
         F.sum("count").alias("count"), F.sum("sum").cast("decimal(38,12)").alias("sum"))
     counted = counted.join(F.broadcast(closes), ["scope", "k"], "left")
+    if once is not None:
+        counted = once(counted)
     still_open = counted.where(F.col("close_seq").isNull()).select(
         "scope", "group_key", "k", "count", F.col("sum").cast("decimal(38,12)").alias("sum"))
     windows = counted if flush else counted.where(F.col("close_seq").isNotNull())
@@ -193,11 +197,13 @@ def emitted(counted: DataFrame, closes: DataFrame, policy: Policy, flush: bool, 
 
 def job_windows(decisions: DataFrame | None, kept: DataFrame, policy: Policy, grouping: tuple[str, ...],
                 aggregates: tuple[tuple[str, str], ...], flush: bool, state: State | None = None,
-                closes: DataFrame | None = None) -> WindowResults:
+                closes: DataFrame | None = None, once: Callable[[DataFrame], DataFrame] | None = None
+                ) -> WindowResults:
     """A user job's windows: `kept` (its decided events after filter and transform: seq, partition, offset,
     timestamp, arrival_time and its columns) aggregated with its Spark SQL aggregates per window and group.
     `decisions` are the engine's rows (times in microseconds), where windows close, unless the caller has the close
-    points (`closes`).
+    points (`closes`). `once`: how the members with their close points, which the windows and the open ones both
+    read, are computed once.
 
     Any aggregate is allowed, so a window's state is its members: the open windows of `state` hold them
     (scope, k and the member's columns), and `WindowResults.open` gives them on to the next batch.
@@ -218,6 +224,8 @@ def job_windows(decisions: DataFrame | None, kept: DataFrame, policy: Policy, gr
     if state.windows is not None:
         held = held.unionByName(state.windows)
     held = held.join(F.broadcast(closes), ["scope", "k"], "left")
+    if once is not None:
+        held = once(held)
     groups = ["scope", *grouping, "k"]
     ordered = held if flush else held.where(F.col("close_seq").isNotNull())
     # close_seq is one value per (scope, k): a grouping column, not an aggregate
