@@ -37,6 +37,7 @@ from replay.io.store import default_store
 from replay.model.durations import describe_span, format_instant, parse_instant
 from replay.model.jobs import Job
 from replay.model.state import NEG
+from replay.io.spark import driver_rows
 
 WRITER = "replay stream"
 # Journaled arrivals this far behind the system clock are not live data (historical files, an old topic): the clock
@@ -193,7 +194,7 @@ class LiveStream:
                 out.append((first_seq + len(out), p, offset, "clock", estimate, json.dumps(note)))
         if not out:
             return None
-        df = self.spark.createDataFrame(out, "seq long, partition int, offset long, kind string, arrival long, "
+        df = driver_rows(self.spark, out, "seq long, partition int, offset long, kind string, arrival long, "
                                              "payload string")
         return df.select("seq", "partition", "offset", "kind", F.timestamp_micros("arrival").alias("arrival_time"),
                          F.lit(None).cast("timestamp").alias("event_time"), F.lit(None).cast("string").alias("key"),

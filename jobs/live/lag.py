@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from replay.engine.windows import MERGED
 from replay.model.state import NEG, State
+from replay.io.spark import driver_rows
 
 SCHEMA = ("batch long, trigger string, partition int, events long, clock_rows long, bytes long, backlog long, "
           "backlog_unit string, last_arrival timestamp, partition_watermark timestamp, output_watermark timestamp, "
@@ -125,6 +126,6 @@ def rows_of(report, read: list[PartitionRead], partitions: list[int], state: Sta
 
 def frame(spark: SparkSession, rows: list[tuple], schema: str) -> DataFrame:
     """Driver-side rows with instants in microseconds -> a DataFrame of `schema` (timestamps as timestamps)."""
-    df = spark.createDataFrame(rows, schema.replace(" timestamp", " long"))
+    df = driver_rows(spark, rows, schema.replace(" timestamp", " long"))
     return df.select(*[F.timestamp_micros(c).alias(c) if t == "timestamp" else F.col(c)
                        for c, t in (f.split() for f in schema.split(", "))])

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from replay.io.lake import TargetDir
 from replay.io.store import AppTransaction, TableStore, default_store
 from replay.model.state import KEYS_SCHEMA, WINDOWS_SCHEMA, PartitionState, ScopeState, State
+from replay.io.spark import driver_rows
 
 SCALARS = (
     "batch long, seq long, policy string, entity string, id int, floor long, events long, wp long, counted long, "
@@ -70,7 +71,7 @@ def save(spark: SparkSession, where: TargetDir, cp: Checkpoint, store: TableStor
         rows.append(dict(entity="scope", id=sc, owm=v.owm, raised=v.raised, last_event=v.last_event))
     names = [c.split()[0] for c in SCALARS.split(", ")]
     table = [tuple({"batch": cp.batch, "seq": s.seq, **r}.get(n) for n in names) for r in rows]
-    versions["checkpoints"] = store.write(spark.createDataFrame(table, SCALARS).coalesce(1),
+    versions["checkpoints"] = store.write(driver_rows(spark, table, SCALARS),
                                           where.table("checkpoints"), txn=txn("checkpoints"),
                                           metadata=meta("checkpoints"))
     return versions

@@ -22,6 +22,7 @@ from replay.io.lake import Lake, is_table
 from replay.io.paths import relative_name, spark_path
 from replay.io.store import TableStore, default_store
 from replay.model.sources import PLAIN_BATCH, KafkaFields, Origins
+from replay.io.spark import driver_rows
 
 SCHEMA = (
     "seq long, partition int, offset long, kind string, arrival_time timestamp, event_time timestamp, "
@@ -399,7 +400,8 @@ def place(spark: SparkSession, raw: DataFrame, origins: Origins, files: list[str
     `files`, then of lines. A line that is not a JSON object is `unparsed` (malformed), whatever the origins."""
     if origins.from_fields:
         return raw
-    per_file = spark.createDataFrame(
+    per_file = driver_rows(
+        spark,
         [(f, i, None if modified.get(f) is None else modified[f] // 1000,
           origins.file_partition(f) if origins.partition == "file" else None) for i, f in enumerate(files)],
         "source string, _rank long, _modified long, _file_partition int")
@@ -418,7 +420,7 @@ def place(spark: SparkSession, raw: DataFrame, origins: Origins, files: list[str
     if origins.offset == "line":
         placed = F.col("_partition").try_cast("int")
         numbered = placed.isNotNull() & ~F.col("unparsed") & F.col("_arrival").isNotNull()
-        starts = spark.createDataFrame(sorted(following.items()), "_p int, _start long")
+        starts = driver_rows(spark, sorted(following.items()), "_p int, _start long")
         rows = rows.withColumn("_p", placed).withColumn("_numbered", numbered).join(
             F.broadcast(starts), "_p", "left")
         within = Window.partitionBy("_p", "_numbered").orderBy("_rank", "source_line")
@@ -493,7 +495,7 @@ def with_seq(spark: SparkSession, rows: DataFrame, files: list[str], lines: dict
     for f in files:
         starts.append((f, acc))
         acc += lines.get(f, 0)
-    offsets = spark.createDataFrame(starts, "source string, start long")
+    offsets = driver_rows(spark, starts, "source string, start long")
     seq = F.col("start") + F.greatest(F.col("source_line"), F.lit(1)) - 1  # an `empty` row's line is 0
     return rows.join(F.broadcast(offsets), "source").select(seq.alias("seq"), *[c for c in names() if c != "seq"])
 

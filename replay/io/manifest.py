@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from replay.io import landing as landings
 from replay.io.lake import Lake
 from replay.io.store import TableStore, default_store
+from replay.io.spark import driver_rows
 
 SCHEMA = "source string, size long, mtime_ns long, checksum string"
 SAMPLE = 64 * 1024  # what the checksums recorded before whole-file ones covered, at each end
@@ -117,9 +118,8 @@ def record(spark: SparkSession, lake: str, files: dict[str, Recorded], store: Ta
         return
     store = store or default_store()
     rows = files if new else {**load(spark, lake, store), **files}
-    df = spark.createDataFrame([(r.source, r.size, r.mtime_ns, r.checksum) for _, r in sorted(rows.items())],
-                               SCHEMA)
-    store.write(df.coalesce(1), Lake(lake).journal_files, mode="append" if new else "overwrite")
+    df = driver_rows(spark, [(r.source, r.size, r.mtime_ns, r.checksum) for _, r in sorted(rows.items())], SCHEMA)
+    store.write(df, Lake(lake).journal_files, mode="append" if new else "overwrite")
 
 
 def check_journaled(spark: SparkSession, lake: str, source: landings.Landing, journaled: list[str],

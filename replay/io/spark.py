@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import glob
+import json
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from replay.io import class_archive, driver_logs
 
@@ -157,19 +159,33 @@ def _driver_java_options(extra: str | None = None) -> str:
 
 # A live micro-batch of up to this many rows is evaluated without generated code (see few_rows).
 FEW_ROWS = 50_000
-INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+FEW_ROWS_SETTINGS = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+                     "spark.sql.adaptive.enabled": "false"}
 
 
 @contextmanager
 def few_rows(spark: SparkSession, rows: int) -> Iterator[None]:
-    """Queries in the block evaluate row by row, not with generated code, when `rows` is small: a live batch
-    of 1,000 events spent most of its executors' time compiling each stage's code (Janino), which costs
-    more than the rows; its batches took 8-9% less time without it. The session's settings come back after."""
+    """Queries in the block evaluate row by row, not with generated code, and are planned once, when `rows` is
+    small: a live batch of 1,000 events spent most of its executors' time compiling each stage's code (Janino),
+    which costs more than the rows (its batches took 8-9% less time without it), and adaptive execution ran each
+    of its queries' shuffles and broadcasts as a Spark job of its own (a job's windows write: 11 jobs, 4 without).
+    The session's settings come back after."""
     if rows > FEW_ROWS:
         yield
         return
-    with session_settings(spark, INTERPRETED):
+    with session_settings(spark, FEW_ROWS_SETTINGS):
         yield
+
+
+def driver_rows(spark: SparkSession, rows: list[tuple], schema: str) -> DataFrame:
+    """A few rows made on the driver (`schema`: "name type, ..."; numbers, strings, booleans, nulls) as a DataFrame
+    of one partition, planned as one literal read by `from_json`. Why: `createDataFrame` ships a list through an
+    RDD of pickled rows, a Spark job of its own each time a plan reads it (a checkpoint's commit of ten rows took
+    0.29-0.40 s that way, 0.15-0.22 s this way); FAILFAST, so a value of another type is an error, not a null."""
+    names = [f.split()[0] for f in schema.split(", ")]
+    text = json.dumps([dict(zip(names, row, strict=True)) for row in rows], allow_nan=False)
+    parsed = F.from_json(F.lit(text), f"array<struct<{schema}>>", {"mode": "FAILFAST"})
+    return spark.range(0, 1, 1, 1).select(F.inline(parsed)) if rows else spark.createDataFrame([], schema)
 
 
 @contextmanager

@@ -111,15 +111,25 @@ def test_a_few_rows_are_evaluated_without_compiling_code_with_the_same_result(sp
     assert compiles <= 1 < 4 <= compiles_outside, (compiles, compiles_outside)
 
 
+def test_a_few_rows_are_planned_once_not_stage_by_stage(spark):
+    """Adaptive execution re-plans a query at each shuffle and runs every stage as a job of its own."""
+    grouped = lambda: spark.range(100).groupBy((F.col("id") % 7).alias("k")).count()  # noqa: E731
+    with production_settings(spark):
+        with spark_io.few_rows(spark, 1_000):
+            planned_once = grouped()._jdf.queryExecution().executedPlan().nodeName()
+        adaptive = grouped()._jdf.queryExecution().executedPlan().nodeName()
+    assert (planned_once, adaptive) == ("HashAggregate", "AdaptiveSparkPlan")
+
+
 def test_after_a_few_rows_the_session_settings_come_back(spark):
     with production_settings(spark):
-        before = {k: spark.conf.get(k, None) for k in spark_io.INTERPRETED}
+        before = {k: spark.conf.get(k, None) for k in spark_io.FEW_ROWS_SETTINGS}
         try:
             with spark_io.few_rows(spark, 1_000):
                 raise RuntimeError("a failed step")
         except RuntimeError:
             pass
-        assert {k: spark.conf.get(k, None) for k in spark_io.INTERPRETED} == before
+        assert {k: spark.conf.get(k, None) for k in spark_io.FEW_ROWS_SETTINGS} == before
         assert _compiling(spark, 11)[1] >= 4
 
 
@@ -138,3 +148,18 @@ def test_the_columns_distinct_in_retraces_tables_are_written_without_a_parquet_d
     chunks = pq.ParquetFile(part).metadata.row_group(0)
     dictionary = {chunks.column(i).path_in_schema: chunks.column(i).has_dictionary_page for i in range(2)}
     assert dictionary == {"watermark": False, "kind": True}
+
+
+def test_rows_made_on_the_driver_come_back_as_given_in_one_partition_without_an_rdd(spark):
+    rows = [(1, 'a "quoted" é', None, 2**62, True, 1.5), (2, None, -3, -(2**62), False, None)]
+    schema = "a long, s string, i int, big long, b boolean, d double"
+    made = spark_io.driver_rows(spark, rows, schema)
+    assert [tuple(r) for r in made.collect()] == rows
+    assert made.schema.simpleString() == "struct<a:bigint,s:string,i:int,big:bigint,b:boolean,d:double>"
+    assert made.rdd.getNumPartitions() == 1
+    assert "ExistingRDD" not in made._jdf.queryExecution().executedPlan().toString()
+
+
+def test_a_driver_row_of_another_type_than_its_schema_is_an_error_not_a_null(spark):
+    with pytest.raises(Exception, match="MALFORMED_RECORD"):
+        spark_io.driver_rows(spark, [("seven",)], "n long").collect()

@@ -5,7 +5,7 @@ import os
 
 from pyspark.sql import SparkSession
 
-from replay.io.spark import INTERPRETED, LOCAL, session_settings, spark_conf
+from replay.io.spark import FEW_ROWS_SETTINGS, LOCAL, session_settings, spark_conf
 
 # The session's tests run thousands of queries over a few rows each. Per query, compiling generated code (Janino),
 # adaptive re-planning and Delta's log replay in two tasks cost more than the rows: the session evaluates row by
@@ -14,7 +14,7 @@ from replay.io.spark import INTERPRETED, LOCAL, session_settings, spark_conf
 # PRODUCTION. The drivers the tests start run with the same file (RETRACE_SPARK_CONF, tests/conftest.py).
 SMALL_DATA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "small_data.conf")
 SETTINGS = spark_conf(SMALL_DATA_FILE)
-assert INTERPRETED.items() <= SETTINGS.items(), "row by row, as few_rows evaluates a small live batch"
+assert FEW_ROWS_SETTINGS.items() <= SETTINGS.items(), "row by row and planned once, as few_rows runs a small live batch"
 # What a local driver runs with (replay.io.spark.LOCAL, and Spark's defaults for generated code).
 PRODUCTION = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK",
               "spark.sql.adaptive.enabled": LOCAL["spark.sql.adaptive.enabled"],
