@@ -45,6 +45,11 @@ DELTA = {
 # commits after a checkpoint.
 DELTA_LOG = {"spark.databricks.delta.properties.defaults.checkpointInterval": "50"}
 
+# PySpark 4 records the Python line of every DataFrame and Column call for its error messages: a walk of the stack
+# and five round trips to the JVM per call. A live batch built its plans with about 6,000 round trips per job, a
+# quarter of them these. Errors keep their message and SQL context, without the Python line.
+PYTHON_API = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
+
 # Settings that make results independent of the wall clock and the machine's time zone.
 DETERMINISM = {
     "spark.sql.session.timeZone": "UTC",
@@ -98,7 +103,7 @@ def get_spark(app_name: str = "retrace", conf: dict[str, str] | None = None,
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    settings = {"spark.app.name": app_name, **PARQUET, **DELTA_LOG}  # a settings file may change these
+    settings = {"spark.app.name": app_name, **PARQUET, **DELTA_LOG, **PYTHON_API}  # a settings file may change these
     master = os.environ.get("SPARK_MASTER")
     if master:
         settings["spark.master"] = master
