@@ -163,3 +163,11 @@ def test_rows_made_on_the_driver_come_back_as_given_in_one_partition_without_an_
 def test_a_driver_row_of_another_type_than_its_schema_is_an_error_not_a_null(spark):
     with pytest.raises(Exception, match="MALFORMED_RECORD"):
         spark_io.driver_rows(spark, [("seven",)], "n long").collect()
+
+
+def test_the_driver_builds_plans_without_capturing_each_calls_python_line(spark):
+    """PySpark would walk the stack and make five JVM round trips for every DataFrame and Column call."""
+    from pyspark.errors.utils import is_debugging_enabled
+
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert not is_debugging_enabled()
