@@ -32,12 +32,11 @@ from jobs.live.report import BatchReport
 from replay.io import journal
 from replay.io.checkpoints import SourcePartition
 from replay.io.lake import Lake
-from replay.io.spark import few_rows
+from replay.io.spark import driver_rows, few_rows
 from replay.io.store import default_store
 from replay.model.durations import describe_span, format_instant, parse_instant
 from replay.model.jobs import Job
 from replay.model.state import NEG
-from replay.io.spark import driver_rows
 
 WRITER = "replay stream"
 # Journaled arrivals this far behind the system clock are not live data (historical files, an old topic): the clock

@@ -13,8 +13,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from replay.engine.windows import MERGED
-from replay.model.state import NEG, State
 from replay.io.spark import driver_rows
+from replay.model.state import NEG, State
 
 SCHEMA = ("batch long, trigger string, partition int, events long, clock_rows long, bytes long, backlog long, "
           "backlog_unit string, last_arrival timestamp, partition_watermark timestamp, output_watermark timestamp, "

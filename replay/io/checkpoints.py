@@ -13,9 +13,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from replay.io.lake import TargetDir
+from replay.io.spark import driver_rows
 from replay.io.store import AppTransaction, TableStore, default_store
 from replay.model.state import KEYS_SCHEMA, WINDOWS_SCHEMA, PartitionState, ScopeState, State
-from replay.io.spark import driver_rows
 
 SCALARS = (
     "batch long, seq long, policy string, entity string, id int, floor long, events long, wp long, counted long, "

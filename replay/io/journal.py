@@ -20,9 +20,9 @@ from replay.io import landing as landings
 from replay.io import lake_marker, locks, manifest
 from replay.io.lake import Lake, is_table
 from replay.io.paths import relative_name, spark_path
+from replay.io.spark import driver_rows
 from replay.io.store import TableStore, default_store
 from replay.model.sources import PLAIN_BATCH, KafkaFields, Origins
-from replay.io.spark import driver_rows
 
 SCHEMA = (
     "seq long, partition int, offset long, kind string, arrival_time timestamp, event_time timestamp, "

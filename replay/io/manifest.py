@@ -20,8 +20,8 @@ from pyspark.sql import SparkSession
 
 from replay.io import landing as landings
 from replay.io.lake import Lake
-from replay.io.store import TableStore, default_store
 from replay.io.spark import driver_rows
+from replay.io.store import TableStore, default_store
 
 SCHEMA = "source string, size long, mtime_ns long, checksum string"
 SAMPLE = 64 * 1024  # what the checksums recorded before whole-file ones covered, at each end
