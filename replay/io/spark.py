@@ -190,7 +190,7 @@ def driver_rows(spark: SparkSession, rows: list[tuple], schema: str) -> DataFram
     names = [f.split()[0] for f in schema.split(", ")]
     text = json.dumps([dict(zip(names, row, strict=True)) for row in rows], allow_nan=False)
     parsed = F.from_json(F.lit(text), f"array<struct<{schema}>>", {"mode": "FAILFAST"})
-    return spark.range(0, 1, 1, 1).select(F.inline(parsed)) if rows else spark.createDataFrame([], schema)
+    return spark.range(0, 1, 1, 1).select(F.inline(parsed))  # no rows: an empty array, the same schema
 
 
 @contextmanager

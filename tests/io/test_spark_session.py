@@ -160,6 +160,12 @@ def test_rows_made_on_the_driver_come_back_as_given_in_one_partition_without_an_
     assert "ExistingRDD" not in made._jdf.queryExecution().executedPlan().toString()
 
 
+def test_no_rows_made_on_the_driver_are_an_empty_frame_of_their_schema(spark):
+    made = spark_io.driver_rows(spark, [], "a long, s string")
+    assert made.collect() == []
+    assert made.schema.simpleString() == "struct<a:bigint,s:string>"
+
+
 def test_a_driver_row_of_another_type_than_its_schema_is_an_error_not_a_null(spark):
     with pytest.raises(Exception, match="MALFORMED_RECORD"):
         spark_io.driver_rows(spark, [("seven",)], "n long").collect()
