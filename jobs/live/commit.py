@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from jobs.live import diagnostics
 from replay.engine import pipeline as engine
@@ -82,13 +81,13 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
     step.write(out.windows, "windows", replace=Replace("emitted_at", batch.span["lo"], None, nulls=True))
     state = out.state.advanced(batch.span["hi"])
     made = Checkpoint(step.batch, state, batch.source if lead else {}, job.signature())
-    versions = checkpoints.save(live.spark, step.where, made, live.store, metadata=step.metadata("checkpoints"))
+    version = checkpoints.save(live.spark, step.where, made, live.store, metadata=step.metadata("checkpoints"))
     crash_point(step.crash("checkpoint"))
     committed_at = time.time()
     late = diagnostics.late_events(out.exceptions, batch.rows) if lead else None  # an observation: after the commits
     live.earlier.advance(cp.state.seq, state.seq, batch.span)
     out.unpersist()
-    return Decided(_committed(live, step.where, made, versions), late, committed_at, out.partials)
+    return Decided(_committed(live, step.where, made, version), late, committed_at, out.partials)
 
 
 @dataclass(frozen=True)
@@ -137,19 +136,15 @@ def _computed_once(decided: DataFrame) -> DataFrame:
     return decided.localCheckpoint(eager=True)
 
 
-def _committed(live, where: TargetDir, cp: Checkpoint, versions: dict) -> Checkpoint:
+def _committed(live, where: TargetDir, cp: Checkpoint, version: int | None) -> Checkpoint:
     """The checkpoint as committed: its open windows and keys read back (this cuts the lineage), from the
-    files of the commits that wrote them when `versions` names them (no rebuild of the tables' state)."""
-    def read(table: str, present: bool):
-        if not present:
-            return None
-        path = where.table(table)
-        version = versions.get(table)
-        df = live.store.read_commit(live.spark, path, version) if version is not None else None
-        if df is None:
-            df = live.store.read(live.spark, path)
-        return df.where(F.col("batch") == cp.batch).drop("batch")
-
-    state = replace(cp.state, windows=read("checkpoint_windows", cp.state.windows is not None),
-                    keys=read("checkpoint_keys", cp.state.keys is not None))
+    files of the commit that wrote them when `version` names it (no rebuild of the table's state)."""
+    if cp.state.windows is None and cp.state.keys is None:
+        return cp
+    path = where.table("checkpoints")
+    table = live.store.read_commit(live.spark, path, version) if version is not None else None
+    if table is None:
+        table = live.store.read(live.spark, path)
+    state = replace(cp.state, windows=checkpoints.state_rows(table, checkpoints.WINDOW, cp.batch),
+                    keys=checkpoints.state_rows(table, checkpoints.KEY, cp.batch))
     return replace(cp, state=state)

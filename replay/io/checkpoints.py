@@ -1,26 +1,29 @@
 """Checkpoints: the engine's state (and the live source's) after a batch, kept in Delta next to the outputs.
 
-Three tables in a job's target (`replay.io.lake`): `checkpoints` (one row per partition and output scope, small),
-`checkpoint_windows` (open windows) and `checkpoint_keys` (substream maxima), each row tagged with its
-batch. Every commit carries the transaction (app, batch), so a batch retried after a crash never adds
-a checkpoint twice; `checkpoints` is written last, and a batch without its rows there has no checkpoint.
+One table in a job's target (`replay.io.lake`), `checkpoints`, one commit per batch: a row per partition and output
+scope, the open windows (a struct column, `open_window`) and the substream maxima (`key`), each row tagged with its
+batch. Why one: a live batch paid a Delta commit for each of three tables (0.1-0.2 s each). Every commit carries the
+transaction (app, batch), so a batch retried after a crash never adds a checkpoint twice.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from replay.io.lake import TargetDir
 from replay.io.spark import driver_rows
 from replay.io.store import AppTransaction, TableStore, default_store
-from replay.model.state import KEYS_SCHEMA, WINDOWS_SCHEMA, PartitionState, ScopeState, State
+from replay.model.state import PartitionState, ScopeState, State
 
 SCALARS = (
     "batch long, seq long, policy string, entity string, id int, floor long, events long, wp long, counted long, "
     "ref long, owm long, raised long, last_event long, last_arrival long, seen_at long, last_offset long"
 )
+SCALAR_NAMES = [c.split()[0] for c in SCALARS.split(", ")]
+WINDOW, KEY = "open_window", "key"  # the entities (and struct columns) of the state's open windows and keys
+FORMER = {WINDOW: "checkpoint_windows", KEY: "checkpoint_keys"}  # where a lake written before kept them
 
 
 @dataclass(frozen=True)
@@ -45,22 +48,12 @@ class CheckpointMismatch(ValueError):
 
 
 def save(spark: SparkSession, where: TargetDir, cp: Checkpoint, store: TableStore | None = None,
-         metadata: dict | None = None) -> dict[str, int | None]:
-    """Commit the checkpoint; returns each table's new version (None: an earlier attempt committed it)."""
+         metadata: dict | None = None) -> int | None:
+    """Commit the checkpoint, its open windows and keys with it, in one commit; returns the table's new version
+    (None: an earlier attempt committed it). A table of the former layout (state in tables of their own) is
+    replaced by this batch's checkpoint: the live job's next load reads this one."""
     store = store or default_store()
-    meta = lambda table: metadata and {**metadata, "table": table}  # noqa: E731
     s = cp.state
-    txn = lambda table: AppTransaction(f"retrace-{where.target}-{table}", cp.batch)  # noqa: E731
-    tag = [F.lit(cp.batch).cast("long").alias("batch")]
-    versions = {}
-    if s.windows is not None:
-        versions["checkpoint_windows"] = store.write(
-            s.windows.select(*tag, "*"), where.table("checkpoint_windows"), txn=txn("checkpoint_windows"),
-            metadata=meta("checkpoint_windows"))
-    if s.keys is not None:
-        versions["checkpoint_keys"] = store.write(
-            s.keys.select(*tag, "*"), where.table("checkpoint_keys"), txn=txn("checkpoint_keys"),
-            metadata=meta("checkpoint_keys"))
     rows = [dict(entity="batch", id=None, policy=cp.policy)]
     for p, v in sorted(s.partitions.items()):
         src = cp.source.get(p)
@@ -69,12 +62,20 @@ def save(spark: SparkSession, where: TargetDir, cp: Checkpoint, store: TableStor
                          last_offset=src and src.last_offset))
     for sc, v in sorted(s.scopes.items()):
         rows.append(dict(entity="scope", id=sc, owm=v.owm, raised=v.raised, last_event=v.last_event))
-    names = [c.split()[0] for c in SCALARS.split(", ")]
-    table = [tuple({"batch": cp.batch, "seq": s.seq, **r}.get(n) for n in names) for r in rows]
-    versions["checkpoints"] = store.write(driver_rows(spark, table, SCALARS),
-                                          where.table("checkpoints"), txn=txn("checkpoints"),
-                                          metadata=meta("checkpoints"))
-    return versions
+    table = [tuple({"batch": cp.batch, "seq": s.seq, **r}.get(n) for n in SCALAR_NAMES) for r in rows]
+    every = driver_rows(spark, table, SCALARS)
+    nested = {entity: df for entity, df in ((WINDOW, s.windows), (KEY, s.keys)) if df is not None}
+    for entity, df in nested.items():  # a struct column each; the other entities' rows hold a null there
+        tag = [F.lit(cp.batch).cast("long").alias("batch"), F.lit(s.seq).cast("long").alias("seq")]
+        rows = df.select(*tag, F.lit(entity).alias("entity"), F.struct(*df.columns).alias(entity))
+        every = every.unionByName(rows, allowMissingColumns=True)
+    path = where.table("checkpoints")
+    former = bool(nested) and store.exists(path) and not set(nested) <= set(store.read(spark, path).columns)
+    # at most a file per core: the open windows are the last ones and the batch's, and their files (the next
+    # batch's tasks) grew by one a batch
+    every = every.select(*SCALAR_NAMES, *nested).coalesce(spark.sparkContext.defaultParallelism)
+    return store.write(every, path, mode="overwrite" if former else "append",
+                       txn=AppTransaction(f"retrace-{where.target}-checkpoints", cp.batch), metadata=metadata)
 
 
 def load(spark: SparkSession, where: TargetDir, store: TableStore | None = None, *,
@@ -92,7 +93,7 @@ def load(spark: SparkSession, where: TargetDir, store: TableStore | None = None,
     last = marks.agg(F.max_by("batch", "seq").alias("batch")).first()["batch"]
     if last is None:
         return None
-    rows = scalars.where(F.col("batch") == last).collect()
+    rows = scalars.where((F.col("batch") == last) & ~F.col("entity").isin(WINDOW, KEY)).select(*SCALAR_NAMES).collect()
     mark = next(r for r in rows if r["entity"] == "batch")
     if policy is not None and mark["policy"] != policy:
         raise CheckpointMismatch(
@@ -107,16 +108,26 @@ def load(spark: SparkSession, where: TargetDir, store: TableStore | None = None,
                 source[r["id"]] = SourcePartition(r["last_arrival"], r["seen_at"], r["last_offset"])
         elif r["entity"] == "scope":
             scopes[r["id"]] = ScopeState(r["owm"], r["raised"], r["last_event"])
-
-    def tagged(table: str, schema: str):
-        p = where.table(table)
-        if not store.exists(p):
-            return None
-        df = store.read(spark, p).where(F.col("batch") == last)
-        if table == "checkpoint_windows" and "count" not in df.columns:  # a user job's: open windows' members
-            return df.drop("batch")
-        return df.select(*[c.split()[0] for c in schema.split(", ")])
-
-    state = State(seq=seq, partitions=partitions, scopes=scopes, windows=tagged("checkpoint_windows", WINDOWS_SCHEMA),
-                  keys=tagged("checkpoint_keys", KEYS_SCHEMA))
+    nested = lambda entity: _nested(spark, where, store, scalars, entity, last)  # noqa: E731
+    state = State(seq=seq, partitions=partitions, scopes=scopes, windows=nested(WINDOW), keys=nested(KEY))
     return Checkpoint(last, state, source, mark["policy"])
+
+
+def state_rows(table: DataFrame, entity: str, batch: int) -> DataFrame | None:
+    """The open windows (`WINDOW`) or keys (`KEY`) of a batch's checkpoint in `table` (the checkpoints table,
+    or the rows of its commit); None when the table keeps none."""
+    if entity not in table.columns:
+        return None
+    return table.where((F.col("batch") == batch) & (F.col("entity") == entity)).select(f"{entity}.*")
+
+
+def _nested(spark: SparkSession, where: TargetDir, store: TableStore, table: DataFrame, entity: str, batch: int):
+    """The state's open windows or keys at `batch`: from the checkpoints table, or from the table of their own a
+    lake written before kept them in (until the next checkpoint replaces that layout: `save`)."""
+    found = state_rows(table, entity, batch)
+    if found is not None:
+        return found
+    former = where.table(FORMER[entity])
+    if not store.exists(former):
+        return None
+    return store.read(spark, former).where(F.col("batch") == batch).drop("batch")

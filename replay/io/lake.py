@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from replay.io import lake_fs
 
 OUTPUT_TABLES = ("decisions", "windows", "dead_letters", "watermarks", "metrics")
+# the checkpoints (`replay.io.checkpoints`); a lake written before kept their open windows and keys in tables of
+# their own, still read until a checkpoint replaces them, and pruned and maintained as the others
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_windows", "checkpoint_keys")
 LIVE_TABLES = ("lag", "diagnostics")  # the live job's, in its lead job's target
 TARGET_TABLES = OUTPUT_TABLES + CHECKPOINT_TABLES + LIVE_TABLES  # every table Retrace writes in a target

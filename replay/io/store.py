@@ -189,6 +189,7 @@ STATS_COLUMNS = {
     "journal": "seq,partition,offset,arrival_time,event_time",
     "decisions": "seq,partition,offset,timestamp,arrival_time",
     "dead_letters": "seq,partition,offset,window_start,arrival_time",
+    "checkpoints": "batch,seq,entity",
 }
 
 

@@ -1,0 +1,79 @@
+"""A checkpoint is one commit to one table: its scalars, open windows and keys, read back as they were saved; a
+checkpoint of the former layout (open windows and keys in tables of their own) is read, then replaced."""
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import functions as F
+
+from replay.io import checkpoints
+from replay.io.checkpoints import Checkpoint, SourcePartition
+from replay.io.store import DeltaStore
+from replay.model.state import KEYS_SCHEMA, WINDOWS_SCHEMA, PartitionState, ScopeState, State
+from tests.support import target_dir
+
+POLICY = '{"policy": "p"}'
+
+
+def _state(spark, seq: int, windows: int) -> State:
+    open_windows = spark.createDataFrame([(0, f"k{i}", i, i + 1, None) for i in range(windows)], WINDOWS_SCHEMA)
+    keys = spark.createDataFrame([(0, "a", 7), (1, "b", 9)], KEYS_SCHEMA)
+    return State(seq=seq, partitions={0: PartitionState(1, 2, 3, 4, 5)}, scopes={0: ScopeState(6, 7, 8)},
+                 windows=open_windows, keys=keys)
+
+
+def _rows(df):
+    return sorted(tuple(r) for r in df.collect())
+
+
+def _commits(path: str) -> int:
+    return sum(1 for n in os.listdir(os.path.join(path, "_delta_log")) if n.endswith(".json"))
+
+
+def test_a_checkpoint_with_open_windows_and_keys_is_one_commit_and_reads_back_as_saved(spark, tmp_path):
+    where = target_dir(str(tmp_path / "lake"), "live")
+    for batch in range(3):
+        state = _state(spark, 10 * batch, windows=batch + 1)
+        checkpoints.save(spark, where, Checkpoint(batch, state, {0: SourcePartition(11, 12, 13)}, POLICY))
+    assert _commits(where.table("checkpoints")) == 3
+    assert not os.path.exists(where.table("checkpoint_windows")) and not os.path.exists(where.table("checkpoint_keys"))
+    cp = checkpoints.load(spark, where, policy=POLICY)
+    assert (cp.batch, cp.state.seq, cp.policy) == (2, 20, POLICY)
+    assert cp.state.partitions == state.partitions and cp.state.scopes == state.scopes
+    assert cp.source == {0: SourcePartition(11, 12, 13)}
+    assert cp.state.windows.columns == state.windows.columns and _rows(cp.state.windows) == _rows(state.windows)
+    assert _rows(cp.state.keys) == _rows(state.keys)
+    assert checkpoints.load(spark, where, before_seq=15).state.windows.count() == 2  # batch 1's
+
+
+def test_a_checkpoint_saved_again_by_a_retried_batch_is_not_added_twice(spark, tmp_path):
+    where = target_dir(str(tmp_path / "lake"), "live")
+    made = Checkpoint(0, _state(spark, 5, windows=2), {}, POLICY)
+    assert checkpoints.save(spark, where, made) is not None
+    assert checkpoints.save(spark, where, made) is None
+    assert checkpoints.load(spark, where).state.windows.count() == 2
+
+
+def test_a_checkpoint_of_the_former_layout_is_read_and_the_next_one_replaces_it(spark, tmp_path):
+    """A lake written before kept open windows and keys in tables of their own: the live job resumes from them,
+    and its next checkpoint is the table's only one (the former tables are no longer read)."""
+    where = target_dir(str(tmp_path / "lake"), "live")
+    store, old = DeltaStore(), _state(spark, 30, windows=3)
+    scalars = spark.createDataFrame([(4, 30, POLICY, "batch", None), (4, 30, None, "partition", 0)],
+                                    "batch long, seq long, policy string, entity string, id int")
+    full = scalars.select("*", *[F.lit(None).cast("long").alias(c) for c in (
+        "floor", "events", "wp", "counted", "ref", "owm", "raised", "last_event", "last_arrival", "seen_at",
+        "last_offset")]).select(*checkpoints.SCALAR_NAMES)
+    store.write(full, where.table("checkpoints"))
+    store.write(old.windows.select(F.lit(4).cast("long").alias("batch"), "*"), where.table("checkpoint_windows"))
+    store.write(old.keys.select(F.lit(4).cast("long").alias("batch"), "*"), where.table("checkpoint_keys"))
+
+    resumed = checkpoints.load(spark, where, policy=POLICY)
+    assert resumed.batch == 4 and _rows(resumed.state.windows) == _rows(old.windows)
+    assert _rows(resumed.state.keys) == _rows(old.keys)
+
+    checkpoints.save(spark, where, Checkpoint(5, _state(spark, 40, windows=1), {}, POLICY))
+    table = spark.read.format("delta").load(where.table("checkpoints"))
+    assert {r["batch"] for r in table.select("batch").distinct().collect()} == {5}
+    after = checkpoints.load(spark, where, policy=POLICY)
+    assert after.batch == 5 and after.state.windows.count() == 1 and after.state.keys.count() == 2
