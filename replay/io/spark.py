@@ -166,7 +166,6 @@ def _driver_java_options(extra: str | None = None) -> str:
 FEW_ROWS = 50_000
 FEW_ROWS_SETTINGS = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN",
                      "spark.sql.adaptive.enabled": "false"}
-FEW_ROWS_SHUFFLE = {"spark.sql.shuffle.partitions": "1"}  # and their shuffles into one task (see few_rows)
 
 
 @contextmanager
@@ -175,12 +174,11 @@ def few_rows(spark: SparkSession, rows: int) -> Iterator[None]:
     small: a live batch of 1,000 events spent most of its executors' time compiling each stage's code (Janino),
     which costs more than the rows (its batches took 8-9% less time without it), and adaptive execution ran each
     of its queries' shuffles and broadcasts as a Spark job of its own (a job's windows write: 11 jobs, 4 without).
-    Their shuffles go to one partition: a task per shuffle partition cost more than its few rows (a batch's windows
-    writes ran 637 tasks in 24 job-batches, 259 so). The session's settings come back after."""
+    The session's settings come back after."""
     if rows > FEW_ROWS:
         yield
         return
-    with session_settings(spark, {**FEW_ROWS_SETTINGS, **FEW_ROWS_SHUFFLE}):
+    with session_settings(spark, FEW_ROWS_SETTINGS):
         yield
 
 

@@ -121,23 +121,15 @@ def test_a_few_rows_are_planned_once_not_stage_by_stage(spark):
     assert (planned_once, adaptive) == ("HashAggregate", "AdaptiveSparkPlan")
 
 
-def test_a_few_rows_shuffle_into_one_partition(spark):
-    grouped = lambda: spark.range(100).groupBy((F.col("id") % 7).alias("k")).count()  # noqa: E731
-    with spark_io.few_rows(spark, 1_000):
-        few = grouped().rdd.getNumPartitions()
-    assert few == 1 < grouped().rdd.getNumPartitions()  # the session's own: more than one
-
-
 def test_after_a_few_rows_the_session_settings_come_back(spark):
     with production_settings(spark):
-        changed = {**spark_io.FEW_ROWS_SETTINGS, **spark_io.FEW_ROWS_SHUFFLE}
-        before = {k: spark.conf.get(k, None) for k in changed}
+        before = {k: spark.conf.get(k, None) for k in spark_io.FEW_ROWS_SETTINGS}
         try:
             with spark_io.few_rows(spark, 1_000):
                 raise RuntimeError("a failed step")
         except RuntimeError:
             pass
-        assert {k: spark.conf.get(k, None) for k in changed} == before
+        assert {k: spark.conf.get(k, None) for k in spark_io.FEW_ROWS_SETTINGS} == before
         assert _compiling(spark, 11)[1] >= 4
 
 
