@@ -65,10 +65,10 @@ def save(spark: SparkSession, where: TargetDir, cp: Checkpoint, store: TableStor
     table = [tuple({"batch": cp.batch, "seq": s.seq, **r}.get(n) for n in SCALAR_NAMES) for r in rows]
     every = driver_rows(spark, table, SCALARS)
     nested = {entity: df for entity, df in ((WINDOW, s.windows), (KEY, s.keys)) if df is not None}
+    tag = [F.lit(cp.batch).cast("long").alias("batch"), F.lit(s.seq).cast("long").alias("seq")]
     for entity, df in nested.items():  # a struct column each; the other entities' rows hold a null there
-        tag = [F.lit(cp.batch).cast("long").alias("batch"), F.lit(s.seq).cast("long").alias("seq")]
-        rows = df.select(*tag, F.lit(entity).alias("entity"), F.struct(*df.columns).alias(entity))
-        every = every.unionByName(rows, allowMissingColumns=True)
+        part = df.select(*tag, F.lit(entity).alias("entity"), F.struct(*df.columns).alias(entity))
+        every = every.unionByName(part, allowMissingColumns=True)
     path = where.table("checkpoints")
     former = bool(nested) and store.exists(path) and not set(nested) <= set(store.read(spark, path).columns)
     # at most a file per core: the open windows are the last ones and the batch's, and their files (the next

@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 
 from replay.io import checkpoints
 from replay.io.checkpoints import Checkpoint, SourcePartition
+from replay.io.spark import driver_rows
 from replay.io.store import DeltaStore
 from replay.model.state import KEYS_SCHEMA, WINDOWS_SCHEMA, PartitionState, ScopeState, State
 from tests.support import target_dir
@@ -59,12 +60,9 @@ def test_a_checkpoint_of_the_former_layout_is_read_and_the_next_one_replaces_it(
     and its next checkpoint is the table's only one (the former tables are no longer read)."""
     where = target_dir(str(tmp_path / "lake"), "live")
     store, old = DeltaStore(), _state(spark, 30, windows=3)
-    scalars = spark.createDataFrame([(4, 30, POLICY, "batch", None), (4, 30, None, "partition", 0)],
-                                    "batch long, seq long, policy string, entity string, id int")
-    full = scalars.select("*", *[F.lit(None).cast("long").alias(c) for c in (
-        "floor", "events", "wp", "counted", "ref", "owm", "raised", "last_event", "last_arrival", "seen_at",
-        "last_offset")]).select(*checkpoints.SCALAR_NAMES)
-    store.write(full, where.table("checkpoints"))
+    unset = (None,) * (len(checkpoints.SCALAR_NAMES) - 5)  # floor ... last_offset
+    scalars = [(4, 30, POLICY, "batch", None, *unset), (4, 30, None, "partition", 0, *unset)]
+    store.write(driver_rows(spark, scalars, checkpoints.SCALARS), where.table("checkpoints"))
     store.write(old.windows.select(F.lit(4).cast("long").alias("batch"), "*"), where.table("checkpoint_windows"))
     store.write(old.keys.select(F.lit(4).cast("long").alias("batch"), "*"), where.table("checkpoint_keys"))
 
