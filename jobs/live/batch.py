@@ -236,8 +236,8 @@ class LiveStream:
 
     def flush(self) -> None:
         """Write what the batches since the last flush did not commit (`deferred`): every job's metrics and
-        watermark timeline, up to its checkpoint, and the lead's lag and diagnostics. When the stream stops, after
-        the flush running beside the batches if there is one."""
+        watermark timeline, up to its checkpoint, the lead's lag and diagnostics, the landing files' manifest rows.
+        When the stream stops, after the flush running beside the batches if there is one."""
         self._flush(*self._to_flush())
 
     def _flush_beside(self) -> None:

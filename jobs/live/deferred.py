@@ -1,5 +1,6 @@
 """What a live batch does not commit itself (issue 46): a job's metrics and watermark timeline, derivable from its
-decisions and dead letters, and the lead's lag and diagnostics, observations. Written every `flush_every` batches
+decisions and dead letters, the lead's lag and diagnostics, observations, and the landing files' manifest rows
+(bookkeeping for the change check; the next start records any a kill lost). Written every `flush_every` batches
 and when the stream stops, so a batch commits only the journal, its outputs and its checkpoint.
 
 The metrics table names the rows it covers (its commit's `seq_to`); a flush merges the metrics of the rows decided
@@ -18,7 +19,7 @@ from jobs.live import diagnostics, lag
 from jobs.live.commit import WRITER, crash_point
 from replay.engine import metrics, one_pass, watermarks
 from replay.engine.pipeline import engine_rows, timeline_rows
-from replay.io import journal
+from replay.io import journal, manifest
 from replay.io.lake import Lake
 from replay.io.store import AppTransaction, commit_metadata
 from replay.model.policy import policy_hash
@@ -159,28 +160,38 @@ def _last_events(live, decisions: DataFrame, first: int) -> DataFrame:
 
 
 class Observations:
-    """The lead's lag and diagnostics rows not written yet (`observe.record` adds a batch's), kept as driver-side
-    tuples: no JVM object lives from one batch to the next."""
+    """The lead's lag and diagnostics rows not written yet (`observe.record` adds a batch's), and the manifest rows of
+    the landing files journaled since the last flush (`landed`), kept as driver-side values: no JVM object lives
+    from one batch to the next."""
 
     SCHEMAS = {"lag": lag.SCHEMA, "diagnostics": diagnostics.SCHEMA}
 
     def __init__(self):
         self.rows: dict[str, list[tuple]] = {t: [] for t in self.SCHEMAS}
         self.batch: int | None = None  # the last batch whose rows are held
+        self.files: dict[str, manifest.Recorded] = {}
 
     def add(self, table: str, rows: list[tuple], batch: int) -> None:
         self.rows[table] += rows
         self.batch = batch
 
+    def landed(self, files: dict[str, manifest.Recorded]) -> None:
+        """Journaled landing files, as they were read: their manifest rows wait for the flush (bookkeeping for the
+        change check, not the batch's output; a kill before it leaves them to the next start, which records them)."""
+        self.files.update(files)
+
     def take(self) -> "Observations":
         """The rows held, to commit (a flush running beside the batches), and none held here from now on."""
         taken = Observations()
-        taken.rows, taken.batch, self.rows = self.rows, self.batch, {t: [] for t in self.SCHEMAS}
+        taken.rows, taken.batch, taken.files = self.rows, self.batch, self.files
+        self.rows, self.files = {t: [] for t in self.SCHEMAS}, {}
         return taken
 
     def commit(self, live) -> None:
-        """Append each table's rows held, in one commit per table (tagged with the last batch held: written
-        once), and forget them."""
+        """Append the landing files' manifest rows, then each table's rows held, in one commit per table (tagged
+        with the last batch held: written once), and forget them."""
+        files, self.files = self.files, {}
+        manifest.record(live.spark, live.lake, files, live.store, new=True)
         lead = live.lead
         for table, schema in self.SCHEMAS.items():
             held, self.rows[table] = self.rows[table], []

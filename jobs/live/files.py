@@ -1,6 +1,6 @@
 """The live job over landing files (a folder or an S3 prefix): a micro-batch is landing lines (source, source_line,
-line), journaled in (file, line) order with the landing-file manifest, through Retrace's `retrace_landing`
-streaming source; files already in the journal are never read again."""
+line), journaled in (file, line) order through Retrace's `retrace_landing` streaming source (each file's manifest row
+follows at the next flush); files already in the journal are never read again."""
 from __future__ import annotations
 
 import json
@@ -55,9 +55,8 @@ class FileStream(LiveStream):
             new, observed = self._append(lines, {f: per_file[f]["lines"] for f in files})
         if self.sources is not None:
             self.sources |= set(files)
+        self.observed.landed(observed)  # their manifest rows: written at the next flush, beside the batches
         self.decide(new.rows, len(files), began, reads=new.reads)
-        # after the outputs: bookkeeping for the change check, which a crash before it leaves to the next start
-        manifest.record(self.spark, self.lake, observed, self.store, new=True)
 
     def _append(self, lines: DataFrame, per_file: dict[str, int]) -> tuple[Journaled, dict[str, manifest.Recorded]]:
         """Journal the batch (`per_file`: each file's line count): its rows in (file, line) order, then the clock

@@ -104,8 +104,8 @@ def test_every_landing_row_is_journaled_exactly_once_despite_crashes(spark, cras
 
 
 def test_every_journaled_landing_file_has_its_manifest_row_despite_crashes(spark, crashed_lake):
-    """A batch records its files' manifest rows after its outputs; a kill before that (after the journal's commit,
-    or at a flush) leaves them to the next start, which records them: every journaled file is checked for changes."""
+    """A batch's files' manifest rows wait for the next flush; a kill before it (after the journal's commit, or at
+    a flush) leaves them to the next start, which records them: every journaled file is checked for changes."""
     landing, lake = crashed_lake
     journaled = journal.journaled_sources(spark, lake)
     recorded = manifest.load(spark, lake)

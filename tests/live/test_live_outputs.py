@@ -10,9 +10,11 @@ from py4j.java_gateway import JavaObject
 from pyspark.sql import functions as F
 
 from jobs.live.files import FileStream
+from jobs.live.options import LiveOptions
 from replay.engine import pipeline
-from replay.io import journal
-from replay.io.landing import read_lines
+from replay.io import journal, manifest
+from replay.io.lake import Lake
+from replay.io.landing import Landing, read_lines
 from replay.io.store import default_store
 from replay.model.jobs import Job
 from replay.model.policy import Policy
@@ -210,6 +212,23 @@ def test_a_batch_commits_its_outputs_and_checkpoint_and_leaves_metrics_and_lag_t
     assert {t: commits(t) for t in ("decisions", "windows", "checkpoints", "metrics", "lag")} == {
         "decisions": 5, "windows": 5, "checkpoints": 5, "metrics": 1, "lag": 1}
     assert not os.path.exists(target_dir(live_lake).table("checkpoint_windows"))
+
+
+def test_a_batch_leaves_its_landing_files_manifest_rows_to_the_flush(spark, short_landing, tmp_path):
+    """The manifest is bookkeeping for the change check, not an output: no batch commits it; the flush records every
+    file the batches journaled, in one commit."""
+    lake, files = str(tmp_path / "lake"), journal.landing_files(short_landing)
+    live = FileStream(spark, lake, [Job.spec(POLICY)], LiveOptions(clock="simulated", partitions=4),
+                      landing=Landing.of(short_landing))
+    live.process(lines_of(spark, short_landing, files[:2]))
+    live.process(lines_of(spark, short_landing, files[2:4]))
+    assert not default_store().exists(Lake(lake).journal_files)
+    live.flush()
+    recorded = manifest.load(spark, lake)
+    assert {n: r.size for n, r in recorded.items()} == {
+        n: os.path.getsize(os.path.join(short_landing, n)) for n in files[:4]}
+    log = os.path.join(Lake(lake).journal_files, "_delta_log")
+    assert sum(1 for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit()) == 1
 
 
 def _write_jsonl(path, rows):
