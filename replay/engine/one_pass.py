@@ -20,6 +20,7 @@ from replay.model.state import State
 
 # the rows the operator sends back (`Decide`'s tags): a decided row, or a partial aggregate
 DECIDED, UNTIMED, CLOSE, STEP, METRICS, SCOPE, CLOSED, TERMS = range(8)
+HELD = -1  # no operator tag: the held open windows' index range, collected with the decide run's ends (`scope_ends`)
 BROADCAST_FIELDS = 1_000_000  # exceptions up to which they are broadcast to the journal for their fields
 
 
@@ -146,15 +147,24 @@ class Ends(NamedTuple):
     span: tuple  # the kept events' first and last timestamp (None without any)
     partials: list | None  # the metric counts and timeline steps a live job keeps for its flush (`deferred.Held`)
     terms: list[tuple[int, int, int | None]] | None  # (partition, floor term's max, event term's max or None)
+    held: tuple[int | None, int | None] | None = None  # the held open windows' least and greatest index k
 
 
-def scope_ends(ran: DataFrame, partials: bool = False, terms: bool = False) -> Ends:
+def scope_ends(ran: DataFrame, partials: bool = False, terms: bool = False, held: DataFrame | None = None) -> Ends:
     """Per output scope, its end (`ScopeEnd`); the kept events' first and last timestamp; with `partials`, the metric
     counts and timeline steps (rows tag, s, x, y, z, counts); with `terms`, each partition's maxima of the
-    watermark's two terms (the state after the rows, when no aggregation found them before the pass). Collected in
-    one job: a few rows per task."""
+    watermark's two terms (the state after the rows, when no aggregation found them before the pass); with `held`
+    (a state's open windows), their index range, which the close points are bounded by (`windows.closes_of`).
+    Collected in one job: a few rows per task (a live batch paid a job of its own for the range)."""
     tags = (SCOPE, *((METRICS, STEP) if partials else ()), *((TERMS,) if terms else ()))
-    found = ran.where(F.col("tag").isin(*tags)).select("tag", "s", "x", "y", "z", "counts").collect()
+    rows = ran.where(F.col("tag").isin(*tags)).select("tag", "s", "x", "y", "z", "counts")
+    if held is not None:
+        typed = {f.name: f.dataType for f in rows.schema.fields}
+        rows = rows.unionByName(held.agg(
+            F.lit(HELD).cast(typed["tag"]).alias("tag"), F.lit(None).cast(typed["s"]).alias("s"),
+            F.min("k").cast(typed["x"]).alias("x"), F.max("k").cast(typed["y"]).alias("y"),
+            F.lit(None).cast(typed["z"]).alias("z"), F.lit(None).cast(typed["counts"]).alias("counts")))
+    found = rows.collect()
     ends, lo, hi = {}, None, None
     for r in (r for r in found if r["tag"] == SCOPE):
         seq, owm, last, first_ts, last_ts = r["counts"]
@@ -169,7 +179,8 @@ def scope_ends(ran: DataFrame, partials: bool = False, terms: bool = False) -> E
             hi = last_ts if hi is None else max(hi, last_ts)
     kept = [r for r in found if r["tag"] in (METRICS, STEP)] if partials else None
     maxima = [(r["s"], r["x"], r["y"]) for r in found if r["tag"] == TERMS] if terms else None
-    return Ends(ends, (lo, hi), kept, maxima)
+    index_range = next(((r["x"], r["y"]) for r in found if r["tag"] == HELD), None)
+    return Ends(ends, (lo, hi), kept, maxima, index_range)
 
 
 def arrival_span(ran: DataFrame) -> tuple[int | None, int | None]:

@@ -88,9 +88,10 @@ def close_points(decisions: DataFrame, policy: Policy, state: State | None = Non
 
 
 def closes_of(firsts: DataFrame, span: tuple[int | None, int | None], policy: Policy,
-              state: State | None = None) -> DataFrame:
+              state: State | None = None, held: tuple[int | None, int | None] | None = None) -> DataFrame:
     """`close_points` from the first row at which each scope's output watermark reaches each window index (scope,
-    reached, close_seq) and the kept events' first and last timestamp (`span`, None without kept events)."""
+    reached, close_seq) and the kept events' first and last timestamp (`span`, None without kept events). `held`:
+    the least and greatest index of `state`'s open windows, when the caller found them (else a Spark job here)."""
     w = policy.window
     state = state or State()
     k_min = k_max = None
@@ -98,10 +99,12 @@ def closes_of(firsts: DataFrame, span: tuple[int | None, int | None], policy: Po
         k_min = (span[0] - w.offset - w.size) // w.hop + 1
         k_max = (span[1] - w.offset) // w.hop
     if state.windows is not None:
-        held = state.windows.agg(F.min("k").alias("lo"), F.max("k").alias("hi")).first()
-        if held["lo"] is not None:
-            k_min = held["lo"] if k_min is None else min(k_min, held["lo"])
-            k_max = held["hi"] if k_max is None else max(k_max, held["hi"])
+        if held is None:
+            found = state.windows.agg(F.min("k").alias("lo"), F.max("k").alias("hi")).first()
+            held = found["lo"], found["hi"]
+        if held[0] is not None:
+            k_min = held[0] if k_min is None else min(k_min, held[0])
+            k_max = held[1] if k_max is None else max(k_max, held[1])
     if k_min is None:
         return firsts.sparkSession.createDataFrame([], "scope int, k long, close_seq long")
     # The output watermark only rises, so the row that first reaches index r closes the windows after

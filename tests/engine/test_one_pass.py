@@ -9,8 +9,10 @@ import json
 from hypothesis import HealthCheck, given, settings
 
 from replay.conformance import case_job, diff, engine_case
-from replay.engine import metrics, one_pass, pipeline, watermarks
+from replay.engine import metrics, one_pass, pipeline, watermarks, windows
 from replay.io import journal as journal_io
+from replay.model.policy import Policy
+from replay.model.state import State
 from tests.engine.test_replay_continues_from_state import _in_pieces, _whole, journals_with_cuts
 from tests.model import run_model
 from tests.support.examples import examples
@@ -72,3 +74,38 @@ def test_the_one_pass_partials_give_what_every_decided_row_gives(spark, policy, 
     assert _sorted(out.exceptions) == _sorted(pipeline.exceptions(rows)), json.dumps(policy)
     rows.unpersist()
     out.unpersist()
+
+
+RAN = "tag int, s int, x long, y long, z long, counts array<long>"  # the decide run's columns `scope_ends` reads
+
+
+def test_the_held_windows_index_range_comes_with_the_decide_runs_ends(spark):
+    """A state's open windows bound the close points: their least and greatest index come back in the job that
+    collects the decide run's ends, not in one of their own."""
+    ran = spark.createDataFrame([(one_pass.SCOPE, 0, None, None, None, [7, 100, -(2**63), 1, 0])], RAN)
+    held = spark.createDataFrame([(0, 5), (0, 3), (1, 9)], "scope int, k long")
+    assert one_pass.scope_ends(ran, held=held).held == (3, 9)
+    assert one_pass.scope_ends(ran, held=held.where("k > 9")).held == (None, None)
+    assert one_pass.scope_ends(ran).held is None
+
+
+def test_close_points_bounded_by_a_given_range_run_no_job_and_equal_those_found_by_one(spark):
+    """The held windows' index range given (`scope_ends` found it), the close points take no Spark job of their own."""
+    policy = Policy.from_dict({"window": {"kind": "tumbling", "size": "1m"}})
+    held = spark.createDataFrame([(-1, None, 3, 1, 1.0), (-1, None, 6, 2, 2.0)],
+                                 "scope int, group_key string, k long, count long, sum double")
+    firsts = spark.createDataFrame([(-1, 4, 11), (-1, 8, 12)], "scope int, reached long, close_seq long")
+    sc = spark.sparkContext
+
+    def closes(group: str, given):
+        sc.setJobGroup(group, "close points")
+        try:
+            rows = windows.closes_of(firsts, (None, None), policy, State(windows=held), given)
+            return rows, len(sc.statusTracker().getJobIdsForGroup(group))
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+
+    (found, jobs_found), (given, jobs_given) = closes("closes-found", None), closes("closes-given", (3, 6))
+    assert (jobs_found, jobs_given) == (1, 0)
+    assert sorted(map(tuple, given.collect())) == sorted(map(tuple, found.collect())) == [
+        (-1, 11, 3), (-1, 11, 4), (-1, 12, 5), (-1, 12, 6)]
