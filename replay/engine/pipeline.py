@@ -407,8 +407,10 @@ def _windows_in_one_pass(p: one_pass.Pass, ran: DataFrame, journal: DataFrame, s
         return df
 
     if job.is_spec:  # its members, each in the windows it did not miss (the missed ones: the decide run's)
-        counted = one_pass.members(p.run("members"), policy).groupBy("scope", "group_key", "k").agg(
-            F.count("*").alias("count"), F.sum(F.col("value").cast("decimal(38,12)")).alias("sum"))
+        # a row per member, counted with the state's open windows in one aggregation (`emitted`)
+        counted = one_pass.members(p.run("members"), policy).select(
+            "scope", "group_key", "k", F.lit(1).cast("long").alias("count"),
+            F.col("value").cast("decimal(38,12)").alias("sum"))
         win, still_open = windows.emitted(counted, closes, policy, flushing, state, once)
         w = windows.WindowResults(win, None, closes, still_open)
     else:
