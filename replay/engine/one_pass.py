@@ -147,7 +147,7 @@ class Ends(NamedTuple):
     span: tuple  # the kept events' first and last timestamp (None without any)
     partials: list | None  # the metric counts and timeline steps a live job keeps for its flush (`deferred.Held`)
     terms: list[tuple[int, int, int | None]] | None  # (partition, floor term's max, event term's max or None)
-    held: tuple[int | None, int | None] | None = None  # the held open windows' least and greatest index k
+    held_range: tuple[int | None, int | None] | None = None  # the held open windows' least and greatest index k
 
 
 def scope_ends(ran: DataFrame, partials: bool = False, terms: bool = False, held: DataFrame | None = None) -> Ends:

@@ -361,7 +361,7 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
         F.lit(None).cast("timestamp").alias("window_start"), F.timestamp_micros("arrival").alias("arrival_time"))
     malformed = _in_range(_malformed(journal), since_seq).unionByName(untimed)
     win, closed, still_open = _windows_in_one_pass(p, ran, journal, span, flush, since_seq, c.keep_state, cached,
-                                                   found_ends.held)
+                                                   found_ends.held_range)
     dead = (dropped if closed is None else dropped.unionByName(closed)).unionByName(malformed)
     dead = dead.persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(dead)
@@ -387,16 +387,16 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
 
 def _windows_in_one_pass(p: one_pass.Pass, ran: DataFrame, journal: DataFrame, span: tuple[int | None, int | None],
                          flush: bool, since_seq: int | None, keep_state: bool, cached: list[DataFrame],
-                         held: tuple[int | None, int | None] | None = None):
+                         held_range: tuple[int | None, int | None] | None = None):
     """(windows, `window_closed` dead letters, windows still open; the last two None without a window) of the one
     pass: the spec's from its members run, a job's from its kept events with its own Spark SQL; the close points from
     the decide run's partials (`ran`), and the missed windows too where the job takes its kept events as they are
-    (`Pass.closed_here`). `held`: the state's open windows' index range (`one_pass.scope_ends`)."""
+    (`Pass.closed_here`). `held_range`: the state's open windows' index range (`one_pass.scope_ends`)."""
     job, state = p.job, p.state
     policy = job.policy
     if policy.window is None:
         return _no_windows(journal), None, None
-    closes = windows.closes_of(one_pass.close_firsts(ran), span, policy, state, held).persist()
+    closes = windows.closes_of(one_pass.close_firsts(ran), span, policy, state, held_range).persist()
     flushing = flush and policy.flush_at_end
 
     def once(df: DataFrame) -> DataFrame:  # the windows and the open ones after them both read it: computed once

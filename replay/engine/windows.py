@@ -88,10 +88,11 @@ def close_points(decisions: DataFrame, policy: Policy, state: State | None = Non
 
 
 def closes_of(firsts: DataFrame, span: tuple[int | None, int | None], policy: Policy,
-              state: State | None = None, held: tuple[int | None, int | None] | None = None) -> DataFrame:
+              state: State | None = None, held_range: tuple[int | None, int | None] | None = None) -> DataFrame:
     """`close_points` from the first row at which each scope's output watermark reaches each window index (scope,
-    reached, close_seq) and the kept events' first and last timestamp (`span`, None without kept events). `held`:
-    the least and greatest index of `state`'s open windows, when the caller found them (else a Spark job here)."""
+    reached, close_seq) and the kept events' first and last timestamp (`span`, None without kept events).
+    `held_range`: the least and greatest index of `state`'s open windows, when the caller found them (else a Spark
+    job here)."""
     w = policy.window
     state = state or State()
     k_min = k_max = None
@@ -99,12 +100,13 @@ def closes_of(firsts: DataFrame, span: tuple[int | None, int | None], policy: Po
         k_min = (span[0] - w.offset - w.size) // w.hop + 1
         k_max = (span[1] - w.offset) // w.hop
     if state.windows is not None:
-        if held is None:
+        if held_range is None:
             found = state.windows.agg(F.min("k").alias("lo"), F.max("k").alias("hi")).first()
-            held = found["lo"], found["hi"]
-        if held[0] is not None:
-            k_min = held[0] if k_min is None else min(k_min, held[0])
-            k_max = held[1] if k_max is None else max(k_max, held[1])
+            held_range = found["lo"], found["hi"]
+        first, last = held_range
+        if first is not None:
+            k_min = first if k_min is None else min(k_min, first)
+            k_max = last if k_max is None else max(k_max, last)
     if k_min is None:
         return firsts.sparkSession.createDataFrame([], "scope int, k long, close_seq long")
     # The output watermark only rises, so the row that first reaches index r closes the windows after

@@ -84,9 +84,9 @@ def test_the_held_windows_index_range_comes_with_the_decide_runs_ends(spark):
     collects the decide run's ends, not in one of their own."""
     ran = spark.createDataFrame([(one_pass.SCOPE, 0, None, None, None, [7, 100, -(2**63), 1, 0])], RAN)
     held = spark.createDataFrame([(0, 5), (0, 3), (1, 9)], "scope int, k long")
-    assert one_pass.scope_ends(ran, held=held).held == (3, 9)
-    assert one_pass.scope_ends(ran, held=held.where("k > 9")).held == (None, None)
-    assert one_pass.scope_ends(ran).held is None
+    assert one_pass.scope_ends(ran, held=held).held_range == (3, 9)
+    assert one_pass.scope_ends(ran, held=held.where("k > 9")).held_range == (None, None)
+    assert one_pass.scope_ends(ran).held_range is None
 
 
 def test_close_points_bounded_by_a_given_range_run_no_job_and_equal_those_found_by_one(spark):
