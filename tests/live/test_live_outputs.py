@@ -205,11 +205,8 @@ def test_a_batch_commits_its_outputs_and_checkpoint_and_leaves_metrics_and_lag_t
     """Five batches, flushed once as they end: a Delta commit per batch to each output and to the checkpoints (the
     open windows with them, not in a table of their own), one to the metrics (derivable) and the lag (observations),
     not one per batch (issue 46)."""
-    def commits(table: str) -> int:
-        log = os.path.join(target_dir(live_lake).table(table), "_delta_log")
-        return sum(1 for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit())
-
-    assert {t: commits(t) for t in ("decisions", "windows", "checkpoints", "metrics", "lag")} == {
+    tables = ("decisions", "windows", "checkpoints", "metrics", "lag")
+    assert {t: _commits(target_dir(live_lake).table(t)) for t in tables} == {
         "decisions": 5, "windows": 5, "checkpoints": 5, "metrics": 1, "lag": 1}
     assert not os.path.exists(target_dir(live_lake).table("checkpoint_windows"))
 
@@ -227,8 +224,13 @@ def test_a_batch_leaves_its_landing_files_manifest_rows_to_the_flush(spark, shor
     recorded = manifest.load(spark, lake)
     assert {n: r.size for n, r in recorded.items()} == {
         n: os.path.getsize(os.path.join(short_landing, n)) for n in files[:4]}
-    log = os.path.join(Lake(lake).journal_files, "_delta_log")
-    assert sum(1 for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit()) == 1
+    assert _commits(Lake(lake).journal_files) == 1
+
+
+def _commits(table: str) -> int:
+    """The Delta commits a table's log holds."""
+    log = os.path.join(table, "_delta_log")
+    return sum(1 for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit())
 
 
 def _write_jsonl(path, rows):
