@@ -52,6 +52,15 @@ def decided_events(decisions: DataFrame, job: Job) -> DataFrame:
     return kept
 
 
+def aggregate_inputs(kept: DataFrame, grouping: tuple[str, ...], aggregates: tuple[tuple[str, str], ...]) -> list[str]:
+    """The columns of `kept` that the job's groups and aggregates read, in `kept`'s order: all a window needs of its
+    members (the open windows' members go from batch to batch in the checkpoint: the rest would only be carried)."""
+    agg = kept.groupBy(*grouping).agg(*[F.expr(e).alias(n) for n, e in aggregates])
+    refs = agg._jdf.queryExecution().analyzed().references().toSeq()
+    read = {refs.apply(i).name() for i in range(refs.size())}
+    return [c for c in kept.columns if c in read]
+
+
 def check(spark: SparkSession, job: Job) -> None:
     """Analyze every expression of `job` on an empty journal: an unknown column, a wrong type, a
     non-deterministic function or an order-dependent aggregate is refused, naming the job and expression."""

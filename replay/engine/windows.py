@@ -13,6 +13,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql.window import Window as SqlWindow
 from pyspark.sql import functions as F
 
+from replay.engine import job_sql
 from replay.engine.decisions import NEG
 from replay.model.policy import Policy, Window
 from replay.model.state import State
@@ -211,7 +212,8 @@ def job_windows(decisions: DataFrame | None, kept: DataFrame, policy: Policy, gr
     read, are computed once.
 
     Any aggregate is allowed, so a window's state is its members: the open windows of `state` hold them
-    (scope, k and the member's columns), and `WindowResults.open` gives them on to the next batch.
+    (scope, k and the columns of theirs that the groups and aggregates read: `job_sql.aggregate_inputs`), and
+    `WindowResults.open` gives them on to the next batch.
     Aggregates whose result could depend on row order are refused when the job is loaded (`job_sql.check`)."""
     w = policy.window
     state = state or State()
@@ -225,9 +227,11 @@ def job_windows(decisions: DataFrame | None, kept: DataFrame, policy: Policy, gr
     members = rows.select(scope_column(policy).alias("scope"), k.alias("k"), *kept.columns)
     joined = members.join(F.broadcast(closes), ["scope", "k"], "left")
     too_late = _too_late(policy, state)
-    held = joined.where(~too_late).drop("close_seq")
-    if state.windows is not None:
-        held = held.unionByName(state.windows)
+    # a window's state is what its groups and aggregates read of its members (a checkpoint carries it every batch)
+    carried = ["scope", "k", *job_sql.aggregate_inputs(kept, grouping, aggregates)]
+    held = joined.where(~too_late).select(*carried)
+    if state.windows is not None:  # a checkpoint of an earlier version holds every column: the same ones are read
+        held = held.unionByName(state.windows.select(*carried))
     held = held.join(F.broadcast(closes), ["scope", "k"], "left")
     if once is not None:
         held = once(held)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from replay.io.lake import TargetDir
 from replay.io.spark import driver_rows
@@ -65,17 +66,28 @@ def save(spark: SparkSession, where: TargetDir, cp: Checkpoint, store: TableStor
     table = [tuple({"batch": cp.batch, "seq": s.seq, **r}.get(n) for n in SCALAR_NAMES) for r in rows]
     every = driver_rows(spark, table, SCALARS)
     nested = {entity: df for entity, df in ((WINDOW, s.windows), (KEY, s.keys)) if df is not None}
+    path = where.table("checkpoints")
+    existing = store.read(spark, path) if nested and store.exists(path) else None
+    former = existing is not None and not set(nested) <= set(existing.columns)
     tag = [F.lit(cp.batch).cast("long").alias("batch"), F.lit(s.seq).cast("long").alias("seq")]
     for entity, df in nested.items():  # a struct column each; the other entities' rows hold a null there
-        part = df.select(*tag, F.lit(entity).alias("entity"), F.struct(*df.columns).alias(entity))
+        struct = _as_kept(df, existing.schema[entity].dataType if existing is not None and not former else None)
+        part = df.select(*tag, F.lit(entity).alias("entity"), struct.alias(entity))
         every = every.unionByName(part, allowMissingColumns=True)
-    path = where.table("checkpoints")
-    former = bool(nested) and store.exists(path) and not set(nested) <= set(store.read(spark, path).columns)
     # at most a file per core: the open windows are the last ones and the batch's, and their files (the next
     # batch's tasks) grew by one a batch
     every = every.select(*SCALAR_NAMES, *nested).coalesce(spark.sparkContext.defaultParallelism)
     return store.write(every, path, mode="overwrite" if former else "append",
                        txn=AppTransaction(f"retrace-{where.target}-checkpoints", cp.batch), metadata=metadata)
+
+
+def _as_kept(df: DataFrame, kept: StructType | None) -> Column:
+    """`df`'s rows as the table's struct `kept` holds them: a field `df` lacks is null (an earlier version kept every
+    column of a window's members; the same struct keeps the commit a plain append), in the table's order."""
+    if kept is None or not set(df.columns) <= set(kept.fieldNames()) or df.columns == kept.fieldNames():
+        return F.struct(*df.columns)
+    return F.struct(*[(F.col(f.name) if f.name in df.columns else F.lit(None).cast(f.dataType)).alias(f.name)
+                      for f in kept.fields])
 
 
 def load(spark: SparkSession, where: TargetDir, store: TableStore | None = None, *,

@@ -75,3 +75,23 @@ def test_a_checkpoint_of_the_former_layout_is_read_and_the_next_one_replaces_it(
     assert {r["batch"] for r in table.select("batch").distinct().collect()} == {5}
     after = checkpoints.load(spark, where, policy=POLICY)
     assert after.batch == 5 and after.state.windows.count() == 1 and after.state.keys.count() == 2
+
+
+def test_open_windows_keeping_fewer_columns_than_the_table_are_saved_in_its_struct_with_nulls(spark, tmp_path):
+    """A lake written before kept every column of a user job's window members; a checkpoint keeping fewer is
+    appended in the table's struct (the same schema: a plain append), the columns it no longer keeps null."""
+    where = target_dir(str(tmp_path / "lake"), "live")
+    wide = spark.createDataFrame([(0, 7, 1, "eu", "x")], "scope int, k long, seq long, region string, note string")
+    checkpoints.save(spark, where, Checkpoint(0, State(seq=1, windows=wide), {}, POLICY))
+    narrow = spark.createDataFrame([(0, 8, "sa")], "scope int, k long, region string")
+    sc = spark.sparkContext
+    sc.setJobGroup("narrow-checkpoint", "a checkpoint keeping fewer columns")
+    try:
+        checkpoints.save(spark, where, Checkpoint(1, State(seq=2, windows=narrow), {}, POLICY))
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert len(sc.statusTracker().getJobIdsForGroup("narrow-checkpoint")) == 1  # the writer's path rebuilds the state
+    table = spark.read.format("delta").load(where.table("checkpoints"))
+    assert table.schema[checkpoints.WINDOW].dataType.fieldNames() == ["scope", "k", "seq", "region", "note"]
+    resumed = checkpoints.load(spark, where, policy=POLICY)
+    assert _rows(resumed.state.windows) == [(0, 8, None, "sa", None)]
