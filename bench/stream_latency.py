@@ -38,7 +38,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=10)
     ap.add_argument("--events-per-file", type=int, default=1000)
-    ap.add_argument("--work", default=None)
+    ap.add_argument("--work", default=None, help="the folder to work in, kept afterwards (default: a new one, removed)")
     ap.add_argument("--soak", type=int, default=0, help="compare the median of the last K batches with the first K")
     ap.add_argument("--stacks", default=None, help="with --soak: where each line's seconds per batch go, early vs late")
     ap.add_argument("--examples", action="store_true", help="the example jobs follow the spec's job on the source")
@@ -47,6 +47,15 @@ def main() -> None:
         ap.error(f"--soak {args.soak} needs --files >= {2 * args.soak + 1}, got {args.files}")
     if args.stacks and not args.soak:
         ap.error("--stacks needs --soak K")
+    work = args.work or tempfile.mkdtemp(prefix="retrace-latency-")
+    try:
+        _measure(args, work)
+    finally:
+        if not args.work:  # a folder of its own: removed (a --work folder is kept to look into)
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _measure(args, work: str) -> None:
     from jobs.live import run_stream
     from jobs.live.options import FileSource, LiveOptions
     from replay.io.spark import get_spark
@@ -57,7 +66,6 @@ def main() -> None:
     from replay.ops.demo import DEFAULT_POLICY, SOURCE
     from replay.ops.generate import StreamSpec, generate
 
-    work = args.work or tempfile.mkdtemp(prefix="retrace-latency-")
     staging, landing, lake = (os.path.join(work, d) for d in ("staging", "landing", "lake"))
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(landing)
