@@ -214,14 +214,20 @@ class LiveStream:
             batch = Batch(rows, span, source)
             with few_rows(self.spark, span["n"]):
                 decided = self.lead.decide(self, batch)
-                report, backlog = self._report(number, files, span, began, trigger, read, now, decided.committed_at)
-                observe.record(self, report, read, decided.late, now, backlog)
-                print(report.line(), file=sys.stderr, flush=True)
                 self._followers_started = True
                 # then the other jobs side by side: a job's batch is partly the driver waiting on small queries and
-                # commits, which another job's planning fills (each reports its own failure: `Consumer.follow`)
-                for done in [self.beside.submit(c.follow, self, batch) for c in self.consumers[1:]]:
-                    done.result()
+                # commits, which another job's planning fills (each reports its own failure: `Consumer.follow`);
+                # meanwhile the lead's batch is reported, with its late input events (a query of its own)
+                following = [self.beside.submit(c.follow, self, batch) for c in self.consumers[1:]]
+                try:
+                    late = decided.late() if decided.late is not None else None
+                    report, backlog = self._report(number, files, span, began, trigger, read, now,
+                                                   decided.committed_at)
+                    observe.record(self, report, read, late, now, backlog)
+                    print(report.line(), file=sys.stderr, flush=True)
+                finally:
+                    for done in following:
+                        done.result()
         self.unflushed += 1
         if self.unflushed >= self.options.flush_every:
             self._flush_beside()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -37,12 +38,12 @@ class Batch:
 
 @dataclass(frozen=True)
 class Decided:
-    """A job's batch as committed: its checkpoint, (for the lead job) its late input events, when its last
-    commit (the checkpoint's) landed (epoch seconds), and its decide run's partials for the flush (the one pass's:
-    `Outputs.partials`; None for other policies)."""
+    """A job's batch as committed: its checkpoint, (for the lead job) how to find its late input events, when its
+    last commit (the checkpoint's) landed (epoch seconds), and its decide run's partials for the flush (the one
+    pass's: `Outputs.partials`; None for other policies)."""
 
     checkpoint: Checkpoint
-    late: diagnostics.LateEvents | None = None
+    late: Callable[[], diagnostics.LateEvents] | None = None  # called once: it frees the batch's outputs
     committed_at: float = 0.0
     partials: list | None = None
 
@@ -84,9 +85,16 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
     version = checkpoints.save(live.spark, step.where, made, live.store, metadata=step.metadata("checkpoints"))
     crash_point(step.crash("checkpoint"))
     committed_at = time.time()
-    late = diagnostics.late_events(out.exceptions, batch.rows) if lead else None  # an observation: after the commits
     live.earlier.advance(cp.state.seq, state.seq, batch.span)
-    out.unpersist()
+    late = None
+    if lead:  # an observation, not an output: found while the other jobs decide the batch (`LiveStream.decide`)
+        def late() -> diagnostics.LateEvents:
+            try:
+                return diagnostics.late_events(out.exceptions, batch.rows)
+            finally:
+                out.unpersist()
+    else:
+        out.unpersist()
     return Decided(_committed(live, step.where, made, version), late, committed_at, out.partials)
 
 
