@@ -86,16 +86,21 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
     crash_point(step.crash("checkpoint"))
     committed_at = time.time()
     live.earlier.advance(cp.state.seq, state.seq, batch.span)
-    late = None
-    if lead:  # an observation, not an output: found while the other jobs decide the batch (`LiveStream.decide`)
-        def late() -> diagnostics.LateEvents:
-            try:
-                return diagnostics.late_events(out.exceptions, batch.rows)
-            finally:
-                out.unpersist()
-    else:
+    late = _late_events(out, batch.rows) if lead else None
+    if not lead:
         out.unpersist()
     return Decided(_committed(live, step.where, made, version), late, committed_at, out.partials)
+
+
+def _late_events(out: engine.Outputs, rows: DataFrame) -> Callable[[], diagnostics.LateEvents]:
+    """The lead's late input events, an observation, not an output: found while the other jobs decide the batch
+    (`LiveStream.decide`), then the batch's outputs are freed."""
+    def late() -> diagnostics.LateEvents:
+        try:
+            return diagnostics.late_events(out.exceptions, rows)
+        finally:
+            out.unpersist()
+    return late
 
 
 @dataclass(frozen=True)

@@ -52,13 +52,21 @@ def decided_events(decisions: DataFrame, job: Job) -> DataFrame:
     return kept
 
 
+# aggregate_inputs' answers: they depend only on the columns' names and the job's groups and aggregates
+_INPUTS: dict[tuple, tuple[str, ...]] = {}
+
+
 def aggregate_inputs(kept: DataFrame, grouping: tuple[str, ...], aggregates: tuple[tuple[str, str], ...]) -> list[str]:
     """The columns of `kept` that the job's groups and aggregates read, in `kept`'s order: all a window needs of its
-    members (the open windows' members go from batch to batch in the checkpoint: the rest would only be carried)."""
-    agg = kept.groupBy(*grouping).agg(*[F.expr(e).alias(n) for n, e in aggregates])
-    refs = agg._jdf.queryExecution().analyzed().references().toSeq()
-    read = {refs.apply(i).name() for i in range(refs.size())}
-    return [c for c in kept.columns if c in read]
+    members (the open windows' members go from batch to batch in the checkpoint: the rest would only be carried).
+    Analyzed once per job and columns, not every live batch."""
+    key = (tuple(kept.columns), tuple(grouping), tuple(aggregates))
+    if key not in _INPUTS:
+        agg = kept.groupBy(*grouping).agg(*[F.expr(e).alias(n) for n, e in aggregates])
+        refs = agg._jdf.queryExecution().analyzed().references().toSeq()
+        read = {refs.apply(i).name() for i in range(refs.size())}
+        _INPUTS[key] = tuple(c for c in kept.columns if c in read)
+    return list(_INPUTS[key])
 
 
 def check(spark: SparkSession, job: Job) -> None:
