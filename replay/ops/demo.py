@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from replay.io.lake import Lake
 from replay.model.jobs import SPEC_JOB, Job
@@ -28,8 +29,11 @@ def run_demo(work: str = ".retrace", events: int = 200_000, policy_file: str | N
     began, say = time.perf_counter(), log or (lambda line: None)
     landing, lake = os.path.join(work, "landing"), os.path.join(work, "lake")
     jobs = catalog()  # a broken job file stops the demo before Spark starts
-    _prepare(landing, lake, events, say)
-    spark = get_spark("retrace-demo")
+    with ThreadPoolExecutor(1, thread_name_prefix="retrace-demo") as pool:
+        # the sample stream is written while Spark's driver starts: generating it takes about half that start
+        prepared = pool.submit(_prepare, landing, lake, events, say)
+        spark = get_spark("retrace-demo")
+        prepared.result()
     source = jobs.sources[SOURCE]
     r = ingest(spark, landing, lake, fields=SourceFields.of(source))
     say(f"demo: journal +{r.rows} rows from {len(r.files)} files ({r.skipped} already journaled)")
