@@ -4,6 +4,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from replay.jvm import once_per_jvm
 from replay.model.policy import Policy
 
 # -infinity for watermarks, in microseconds; far below any real instant and safe to subtract from.
@@ -138,6 +139,11 @@ def kind_code() -> Column:
 def decoded(ran: DataFrame) -> DataFrame:
     """The decide pass's rows (`kernels.decide_pass`) with `kind`, `action` and `reasons` as the decisions spell them
     (the operator's codes: `Decide.java`); `timestamp` stays in microseconds, null unless the event is kept."""
+    return ran.withColumns(_decoded_columns())
+
+
+@once_per_jvm
+def _decoded_columns() -> dict[str, Column]:
     code, a, bits = F.col("kind"), F.col("action"), F.col("reasons")
     action = F.when(a == 0, "accepted").when(a == 1, "adjusted").when(a == 2, "dropped").when(a == 3, "quarantined")
     none = F.array().cast("array<string>")
@@ -149,6 +155,5 @@ def decoded(ran: DataFrame) -> DataFrame:
         F.coalesce(named(1, "duplicate"), named(2, "invalid_event_time"), none),
         F.coalesce(named(4, "early"), none), F.coalesce(named(8, "late"), none),
         F.coalesce(named(16, "out_of_order"), none))
-    return ran.withColumns({
-        "kind": F.when(code == 0, "event").when(code == 1, "clock").otherwise("punctuation"),
-        "action": action, "reasons": F.when(code == 0, reasons)})
+    return {"kind": F.when(code == 0, "event").when(code == 1, "clock").otherwise("punctuation"),
+            "action": action, "reasons": F.when(code == 0, reasons)}

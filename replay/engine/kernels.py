@@ -16,6 +16,7 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from replay.jvm import lookup
 from replay.model.policy import Policy
 from replay.model.state import NEG
 
@@ -56,7 +57,7 @@ def decide_pass(rows: DataFrame, start, policy: Policy, mode: str, where: Stretc
     owm = [owm.get(-1, NEG)] if not policy.independent else [owm.get(int(p), NEG) for p in parts]
     settings = {**_rules(policy), "since": since, "closed_here": closed_here, "step_before": _bytes(steps),
                 "scope_owm": _bytes(np.array(owm, dtype=np.int64))}
-    ran = spark._jvm.retrace.engine.Decide.run(rows._jdf, mode, settings, _bytes(parts), _bytes(table),
+    ran = lookup("retrace.engine.Decide.run")(rows._jdf, mode, settings, _bytes(parts), _bytes(table),
                                                int(start.first), *bounds)
     return DataFrame(ran, spark)
 
@@ -106,7 +107,7 @@ def chunk_pass(rows: DataFrame) -> FirstPass:
     spark = rows.sparkSession
     # per stretch (its first seq and chunk): (stretch, chunk, partition, hour, backward, not_rising, first, last,
     # floor, events, rows), one kind of row per filled set of columns
-    found = [tuple(r) for r in DataFrame(spark._jvm.retrace.engine.FirstPass.run(rows._jdf), spark).collect()]
+    found = [tuple(r) for r in DataFrame(lookup("retrace.engine.FirstPass.run")(rows._jdf), spark).collect()]
     census = sorted((r[0], r[7], r[10]) for r in found if r[10] is not None)
     index = {first: i for i, (first, _, _) in enumerate(census)}
     maxima, per_stretch = {}, []  # (chunk, partition) -> the two maxima, over the chunk's stretches

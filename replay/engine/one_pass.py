@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from replay.engine import job_sql, kernels, watermarks
 from replay.engine.decisions import NEG, decoded, kind_code
+from replay.jvm import once_per_jvm
 from replay.model.jobs import Job
 from replay.model.policy import Policy
 from replay.model.state import State
@@ -63,12 +64,15 @@ class Pass:
 
 def decision_rows(ran: DataFrame, carried: tuple[str, ...] = ()) -> DataFrame:
     """The operator's decided rows as the decisions table's columns (`pipeline.decision_rows`'), with `carried`."""
-    return decoded(ran).select(
-        "seq", "partition", "offset", "kind", "action", "reasons",
+    return decoded(ran).select(*_decision_columns(), *carried)
+
+
+@once_per_jvm
+def _decision_columns() -> list[Column]:
+    return [F.col(c) for c in ("seq", "partition", "offset", "kind", "action", "reasons")] + [
         _instant("timestamp").alias("timestamp"), _instant("wp").alias("watermark"),
         _instant("owm").alias("output_watermark"), F.timestamp_micros("arrival").alias("arrival_time"),
-        "key", "value", _instant("wp").alias("partition_watermark"), *carried,
-    )
+        F.col("key"), F.col("value"), _instant("wp").alias("partition_watermark")]
 
 
 def _instant(c: str) -> Column:

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from replay.io import lake_fs
+from replay.jvm import lookup
 from replay.io.paths import spark_path
 
 
@@ -77,7 +78,7 @@ def _spark() -> SparkSession:
 def _delta_log(spark: SparkSession, path: str):
     """The JVM DeltaLog of a table (cached by delta-spark per path, shared with its readers and writers)."""
     _object_store(spark, path)
-    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    return lookup("org.apache.spark.sql.delta.DeltaLog.forTable")(spark._jsparkSession, path)
 
 
 def _object_store(spark: SparkSession, path: str) -> None:
@@ -405,8 +406,7 @@ def _commit(parts: list[DataFrame], log, snapshot, mode: str, removed, replace: 
             txn: AppTransaction | None, metadata: dict | None) -> int:
     """Write the files of `parts` (each its own files) and commit them, with `removed` files removed, as the
     writer would (a WRITE operation in `mode`, the transaction's SetTransaction, the userMetadata)."""
-    jvm = parts[0].sparkSession._jvm
-    delta, some = jvm.org.apache.spark.sql.delta, jvm.scala.Some
+    some = lookup("scala.Some")
     transaction = log.startTransaction(_none(), some(snapshot))
     if mode == "Overwrite":
         transaction.readWholeTable()  # a concurrent commit conflicts with this one, as with the writer
@@ -417,13 +417,13 @@ def _commit(parts: list[DataFrame], log, snapshot, mode: str, removed, replace: 
     for add in removed:
         actions = actions.appended(add.removeWithTimestamp(now, True))
     if txn is not None:
-        actions = actions.appended(delta.actions.SetTransaction(txn.app_id, txn.version,
-                                                                some(jvm.java.lang.Long.valueOf(now))))
-    write = getattr(getattr(delta, "DeltaOperations$Write$"), "MODULE$")
+        actions = actions.appended(lookup("org.apache.spark.sql.delta.actions.SetTransaction")(
+            txn.app_id, txn.version, some(lookup("java.lang.Long.valueOf")(now))))
+    write = lookup("org.apache.spark.sql.delta.DeltaOperations$Write$.MODULE$")
     user = _none() if metadata is None else some(_user_metadata(metadata))
     predicate = _none() if replace is None else some(replace.predicate())
     defaults = [getattr(write, f"apply$default${n}")() for n in range(5, 10)]
-    operation = write.apply(getattr(jvm.org.apache.spark.sql.SaveMode, mode), _none(), predicate, user, *defaults)
+    operation = write.apply(lookup(f"org.apache.spark.sql.SaveMode.{mode}"), _none(), predicate, user, *defaults)
     return int(transaction.commit(actions, operation))
 
 
@@ -437,23 +437,20 @@ def _millis() -> int:
 
 
 def _none():
-    from pyspark import SparkContext
-
-    return SparkContext._jvm.scala.Option.empty()
+    return lookup("scala.Option.empty")()
 
 
 def commit_metadata(spark: SparkSession, path: str, depth: int = 50) -> dict | None:
     """The userMetadata (as a dict) of the table's latest commit that has one among its last `depth`
     commits, skipping e.g. OPTIMIZE and VACUUM commits; None when none has one. Reads the commit infos of
     the Delta log through delta-spark, newest first, on the driver."""
-    jvm = spark._jvm
     log = _delta_log(spark, path)
     latest = log.update(False, _none(), _none()).version()
     conf = log.newDeltaHadoopConf()
-    delta = jvm.org.apache.spark.sql.delta
     for version in range(latest, max(-1, latest - depth), -1):
-        info = delta.DeltaHistoryManager.getCommitInfoOpt(
-            log.store(), delta.util.FileNames.unsafeDeltaFile(log.logPath(), version), conf)
+        info = lookup("org.apache.spark.sql.delta.DeltaHistoryManager.getCommitInfoOpt")(
+            log.store(), lookup("org.apache.spark.sql.delta.util.FileNames.unsafeDeltaFile")(log.logPath(), version),
+            conf)
         text = info.get().userMetadata() if info.isDefined() else None
         if text is not None and text.isDefined():
             try:

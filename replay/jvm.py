@@ -1,0 +1,41 @@
+"""The driver's handles on the JVM, made once per JVM and reused. Why: a live batch is mostly the driver, and each
+py4j round trip costs it: a Column's every function, literal and operator is one, and a name looked up as
+`jvm.a.b.C` is one per dot (a package's a search of the class path)."""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+
+from pyspark import SparkContext
+
+T = TypeVar("T")
+
+
+def once_per_jvm(build: Callable[[], T]) -> Callable[[], T]:
+    """`build()` (e.g. constant Columns: an expression tree holds no data, so every plan can share it), made once
+    for the JVM the driver talks to, again only if that JVM changes."""
+    made: dict[int, T] = {}
+
+    @functools.wraps(build)
+    def get() -> T:
+        jvm = id(SparkContext._gateway)
+        if jvm not in made:
+            made.clear()
+            made[jvm] = build()
+        return made[jvm]
+    return get
+
+
+_FOUND: dict[tuple[int, str], object] = {}
+
+
+def lookup(name: str):
+    """`SparkContext._jvm.<name>`: a class, a static method or field, a Scala object, looked up once per JVM."""
+    key = (id(SparkContext._gateway), name)
+    if key not in _FOUND:
+        found = SparkContext._jvm
+        for part in name.split("."):
+            found = getattr(found, part)
+        _FOUND[key] = found
+    return _FOUND[key]
