@@ -130,6 +130,7 @@ def last_reason() -> Column:
     return F.element_at(F.col("reasons"), -1)
 
 
+@once_per_jvm
 def kind_code() -> Column:
     """`kind` as the JVM's decide pass reads it (a byte: a string costs most to buffer): 0 event, 1 clock, 2 a
     punctuation (other kinds are not acted on)."""

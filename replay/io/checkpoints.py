@@ -16,6 +16,7 @@ from pyspark.sql.types import StructType
 from replay.io.lake import TargetDir
 from replay.io.spark import driver_rows
 from replay.io.store import AppTransaction, TableStore, default_store
+from replay.jvm import once_per_jvm
 from replay.model.state import PartitionState, ScopeState, State
 
 SCALARS = (
@@ -76,9 +77,14 @@ def save(spark: SparkSession, where: TargetDir, cp: Checkpoint, store: TableStor
         every = every.unionByName(part, allowMissingColumns=True)
     # at most a file per core: the open windows are the last ones and the batch's, and their files (the next
     # batch's tasks) grew by one a batch
-    every = every.select(*SCALAR_NAMES, *nested).coalesce(spark.sparkContext.defaultParallelism)
+    every = every.select(*_scalar_columns(), *nested).coalesce(spark.sparkContext.defaultParallelism)
     return store.write(every, path, mode="overwrite" if former else "append",
                        txn=AppTransaction(f"retrace-{where.target}-checkpoints", cp.batch), metadata=metadata)
+
+
+@once_per_jvm
+def _scalar_columns() -> list[Column]:
+    return [F.col(n) for n in SCALAR_NAMES]
 
 
 def _as_kept(df: DataFrame, kept: StructType | None) -> Column:

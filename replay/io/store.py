@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from replay.io import lake_fs
-from replay.jvm import lookup
+from replay.jvm import lookup, once_per_jvm
 from replay.io.paths import spark_path
 
 
@@ -422,9 +422,16 @@ def _commit(parts: list[DataFrame], log, snapshot, mode: str, removed, replace: 
     write = lookup("org.apache.spark.sql.delta.DeltaOperations$Write$.MODULE$")
     user = _none() if metadata is None else some(_user_metadata(metadata))
     predicate = _none() if replace is None else some(replace.predicate())
-    defaults = [getattr(write, f"apply$default${n}")() for n in range(5, 10)]
-    operation = write.apply(lookup(f"org.apache.spark.sql.SaveMode.{mode}"), _none(), predicate, user, *defaults)
+    operation = write.apply(lookup(f"org.apache.spark.sql.SaveMode.{mode}"), _none(), predicate, user,
+                            *_write_defaults())
     return int(transaction.commit(actions, operation))
+
+
+@once_per_jvm
+def _write_defaults() -> list:
+    """The WRITE operation's other parameters as the writer leaves them: its defaults, values every commit shares."""
+    write = lookup("org.apache.spark.sql.delta.DeltaOperations$Write$.MODULE$")
+    return [getattr(write, f"apply$default${n}")() for n in range(5, 10)]
 
 
 def _user_metadata(metadata: dict) -> str:
