@@ -12,18 +12,21 @@ from pyspark import SparkContext
 T = TypeVar("T")
 
 
-def once_per_jvm(build: Callable[[], T]) -> Callable[[], T]:
-    """`build()` (e.g. constant Columns: an expression tree holds no data, so every plan can share it), made once
-    for the JVM the driver talks to, again only if that JVM changes."""
-    made: dict[int, T] = {}
+def once_per_jvm(build: Callable[..., T]) -> Callable[..., T]:
+    """`build(*args)` (e.g. constant Columns: an expression tree holds no data, so every plan can share it), made once
+    per (hashable) arguments for the JVM the driver talks to, again only if that JVM changes."""
+    made: dict[tuple, T] = {}
+    talking_to: list[int] = []
 
     @functools.wraps(build)
-    def get() -> T:
+    def get(*args) -> T:
         jvm = id(SparkContext._gateway)
-        if jvm not in made:
+        if talking_to != [jvm]:
             made.clear()
-            made[jvm] = build()
-        return made[jvm]
+            talking_to[:] = [jvm]
+        if args not in made:
+            made[args] = build(*args)
+        return made[args]
     return get
 
 

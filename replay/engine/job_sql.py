@@ -6,6 +6,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.utils import AnalysisException
 
+from replay.jvm import once_per_jvm
 from replay.model.jobs import Job, JobError
 
 JOURNAL_COLUMNS = ("seq", "partition", "offset", "kind", "arrival_time", "event_time", "key", "value")
@@ -23,6 +24,13 @@ FLOATING = {"DoubleType", "FloatType"}
 def with_payload(journal: DataFrame) -> DataFrame:
     """The journal with `payload` as a VARIANT (the event as it landed), what field expressions read."""
     return journal.withColumn("payload", F.expr("try_parse_json(payload)"))
+
+
+@once_per_jvm
+def event_fields(fields: tuple[tuple[str, str], ...]) -> list[Column]:
+    """A job's fields (name, expression) as columns of its events, null on the other rows (clocks, punctuations)."""
+    is_event = F.col("kind") == "event"
+    return [F.when(is_event, F.expr(e)).alias(n) for n, e in fields]
 
 
 def field_columns(job: Job) -> list[Column]:

@@ -92,8 +92,7 @@ def with_fields(decided: DataFrame, journal: DataFrame, job: Job) -> DataFrame:
     seqs = decided.select("seq")
     few = seqs.count() <= BROADCAST_FIELDS
     source = journal.join(F.broadcast(seqs) if few else seqs, "seq", "left_semi")
-    fields = job_sql.with_payload(source).select(
-        "seq", *(F.when(F.col("kind") == "event", F.expr(e)).alias(n) for n, e in job.fields))
+    fields = job_sql.with_payload(source).select("seq", *job_sql.event_fields(job.fields))
     return decided.join(F.broadcast(fields) if few else fields, "seq", "left")
 
 

@@ -136,13 +136,12 @@ def prepare(journal: DataFrame, history: DataFrame | None = None, whole: bool = 
     (partition, offset) pairs are found by one aggregation; they are usually few, so the rows meet them in a
     broadcast join."""
     source = journal if substream is None and not fields else job_sql.with_payload(journal)
-    is_event = F.col("kind") == "event"
     every = source.select(
         "seq", "partition", "offset", "kind",
         F.unix_micros("arrival_time").alias("arrival"),
         F.unix_micros("event_time").alias("et"),
         "key", "value", *([] if substream is None else [substream.alias("sub")]),
-        *(F.when(is_event, F.expr(e)).alias(n) for n, e in fields),
+        *job_sql.event_fields(fields),
     )
     columns = (*_PREPARED, *([] if substream is None else ["sub"]), *(n for n, _ in fields))
     rows = every.where(_acted_on())

@@ -49,3 +49,9 @@ def test_constant_columns_are_built_once_and_planned_like_new_ones(spark):
     assert first[0] > 0 and again[0] == 0
     rows = spark.range(2).select(*built()).collect() + spark.range(3, 4).select(*built()).collect()
     assert [tuple(r) for r in rows] == [(0, "x"), (2, "x"), (6, "x")]  # one Column in two plans
+
+
+def test_columns_built_from_arguments_are_made_once_per_arguments(spark):
+    built = jvm.once_per_jvm(lambda name, factor: [(F.col("id") * factor).alias(name)])
+    assert built("twice", 2) is built("twice", 2) and built("twice", 2) is not built("thrice", 3)
+    assert spark.range(2).select(*built("thrice", 3)).columns == ["thrice"]
