@@ -19,8 +19,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from replay.io import lake_fs
-from replay.jvm import lookup, once_per_jvm
 from replay.io.paths import spark_path
+from replay.jvm import lookup, once_per_jvm
 
 
 @dataclass(frozen=True)
