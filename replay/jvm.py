@@ -30,15 +30,10 @@ def once_per_jvm(build: Callable[..., T]) -> Callable[..., T]:
     return get
 
 
-_FOUND: dict[tuple[int, str], object] = {}
-
-
+@once_per_jvm
 def lookup(name: str):
     """`SparkContext._jvm.<name>`: a class, a static method or field, a Scala object, looked up once per JVM."""
-    key = (id(SparkContext._gateway), name)
-    if key not in _FOUND:
-        found = SparkContext._jvm
-        for part in name.split("."):
-            found = getattr(found, part)
-        _FOUND[key] = found
-    return _FOUND[key]
+    found = SparkContext._jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found

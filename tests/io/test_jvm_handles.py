@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from replay import jvm
 
+
 @contextmanager
 def round_trips():
     """Counts this thread's py4j round trips in the block (`[n]`)."""
