@@ -104,7 +104,7 @@ def _run(spark: SparkSession, r: _Replay, hashed: bool) -> RunSummary:
     # Every output reads the decided rows, kept aside as Parquet; the table stores only their exceptions
     # (`outputs`): of a range, the range's.
     partitions = journal.declared_partitions(spark, r.lake, store)
-    with progress(spark, "replay") as step, _removed(scratch):
+    with progress(spark, f"replay {r.job.name}") as step, _removed(scratch):
         step("decisions")
         faults.interrupt_point("replay")  # for the tests: a Ctrl-C here, or (replay+<seconds>) during the replay
         out = engine.replay(rows, r.job, flush=hi is None, since_seq=lo, partitions=partitions,

@@ -15,7 +15,7 @@ from replay.ops.generate import StreamSpec, generate
 from tests.support import POLICY_FILE, ROOT
 
 REPLAY = os.path.join(sys.prefix, "bin", "replay")
-PROGRESS = re.compile(r"^(\[ingest\] |\[replay\] )")  # Retrace's own progress lines
+PROGRESS = re.compile(r"^(\[ingest\] |\[replay [^]]+\] )")  # Retrace's own progress lines
 
 
 def replay(*args: str, cwd, interrupt_at: str | None = None) -> subprocess.CompletedProcess:

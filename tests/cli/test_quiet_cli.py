@@ -18,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 POLICY_FILE = os.path.join(ROOT, "infra", "policies", "production.yaml")
 
 # Retrace's own stderr lines: progress of generate, ingest and run, and the path --verbose prints
-OWN_LINE = re.compile(r"^(generate: |\[ingest\] |\[replay\] |replay run: log file )")
+OWN_LINE = re.compile(r"^(generate: |\[ingest\] |\[replay [^]]+\] |replay run: log file )")
 
 
 @pytest.fixture(scope="module")
