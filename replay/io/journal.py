@@ -8,6 +8,7 @@ kept as `kind = malformed` rows with their raw text, never dropped.
 """
 from __future__ import annotations
 
+import codecs
 import json
 import os
 from dataclasses import dataclass
@@ -297,18 +298,55 @@ def _format(name: str) -> str:
 
 def _line_counts(spark: SparkSession, source: landings.Landing, files: list[str]) -> dict[str, int | None]:
     """Each local landing file's last line that holds a row (0: none), without parsing a row: a Parquet file's
-    row count from its footer, a JSON-lines file's last non-blank line from its text alone. So seq is assigned
+    row count from its footer, a JSON-lines file's last non-blank line from its bytes alone. So seq is assigned
     in the same pass that parses and writes the rows (before: the parsed JSON rows were cached and counted
     first, which cost more than the parse). None: a text file that is not UTF-8, which Retrace's data source
     reads instead (it keeps an undecodable line's bytes; Spark's text reader would replace them)."""
-    counts = {f: _footer(os.path.join(source.root, f)).num_rows for f in files if _format(f) == "parquet"}
-    text = [f for f in files if _format(f) == "json"]
-    if text:
-        numbered = lambda line, i: F.when(_holds_row(line), i + 1).otherwise(0)  # noqa: E731
-        lines = _json_lines(spark, os.path.abspath(source.root), text)
-        counts.update({r["source"]: r["lines"] if r["readable"] else None for r in lines.select(
-            "source", F.array_max(F.transform("lines", numbered)).alias("lines"), "readable").collect()})
-    return counts
+    paths = {f: os.path.join(source.root, f) for f in files}
+    return {f: _footer(p).num_rows if _format(f) == "parquet" else _text_lines(p) for f, p in paths.items()}
+
+
+CHUNK = 1 << 23  # bytes read at a time when a local text file's lines are counted
+
+
+def _text_lines(path: str) -> int | None:
+    """A local JSON-lines file's last line that holds a row (`_holds_row`'s rule on the lines `_json_lines`
+    splits), None if it is not UTF-8. Counted on the driver (bytes counted in C, then a walk back over the
+    trailing blank lines), like a Parquet footer: a Spark job over the files' whole text cost 1.6 s warm and
+    4.3 s in a fresh driver for the demo's 20 files."""
+    decoder, newlines = codecs.getincrementaldecoder("utf-8")(), 0
+    with open(path, "rb") as f:
+        try:
+            while chunk := f.read(CHUNK):
+                decoder.decode(chunk)
+                newlines += chunk.count(b"\n")
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            return None
+        return _last_row_line(f, f.tell(), newlines)
+
+
+def _last_row_line(f, size: int, newlines: int) -> int:
+    """The 1-based number of the file's last line that holds a row (0: none), read backwards from its end."""
+    buf, pos, end, index = b"", size, 0, newlines  # index: the 0-based number of the line ending at buf[end]
+    while True:
+        cut = buf.rfind(b"\n", 0, end)
+        while cut >= 0:
+            if _bytes_hold_row(buf[cut + 1:end]):
+                return index + 1
+            end, index, cut = cut, index - 1, buf.rfind(b"\n", 0, cut)
+        if pos == 0:
+            return 1 if _bytes_hold_row(buf[:end].removeprefix(b"\xef\xbb\xbf")) else 0
+        step = min(CHUNK, pos)
+        pos -= step
+        f.seek(pos)
+        buf = f.read(step) + buf[:end]
+        end = len(buf)
+
+
+def _bytes_hold_row(line: bytes) -> bool:
+    """`_holds_row` on a line's bytes: without one trailing `\\r`, something other than spaces."""
+    return line.removesuffix(b"\r").strip(b" ") != b""
 
 
 def _json_lines(spark: SparkSession, root: str, files: list[str]) -> DataFrame:

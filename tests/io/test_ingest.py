@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 
 import pytest
 from pyspark.sql import functions as F
@@ -138,6 +139,27 @@ def test_a_files_last_non_blank_line_sets_where_the_next_files_seq_starts(spark,
     rows = [(r["source"], r["source_line"], r["seq"], r["kind"], r["offset"]) for r in _journal_rows(spark, lake)]
     assert rows == [("a.jsonl", 1, 0, "event", 0), ("a.jsonl", 4, 3, "event", 1), ("b.jsonl", 3, 6, "event", 2),
                     ("c.jsonl", 0, 7, journal.EMPTY, None)]
+
+
+def test_a_files_line_count_on_the_driver_is_the_last_line_its_rows_are_numbered_to(spark, tmp_path, monkeypatch):
+    """The driver counts a local file's lines from its bytes; the rows are split and numbered by Spark. Both
+    follow one rule (blank and space-only lines, one `\\r` before `\\n`, a byte order mark, text that is not
+    UTF-8), checked on random files with the driver's reads cut at every few bytes."""
+    rng = random.Random(7)
+    pieces = [b'{"a": 1}', b"", b" ", b"\r", b" \r", b"\r\r", b"\t", b"\xef\xbb\xbf", b"\xc3\xa9", b"\xff",
+              b"\xed\xa0\x80"]
+    files = []
+    for i in range(200):
+        text = b"\n".join(rng.choice(pieces) for _ in range(rng.randint(1, 8))) + rng.choice([b"", b"\n"])
+        (tmp_path / f"f{i}.jsonl").write_bytes(rng.choice([b"", b"\xef\xbb\xbf"]) + (text or b"\n"))  # not empty
+        files.append(f"f{i}.jsonl")
+    monkeypatch.setattr(journal, "CHUNK", 3)
+    numbered = lambda line, i: F.when(journal._holds_row(line), i + 1).otherwise(0)  # noqa: E731
+    by_spark = {r["source"]: r["lines"] if r["readable"] else None for r in journal._json_lines(
+        spark, str(tmp_path), files).select(
+        "source", F.array_max(F.transform("lines", numbered)).alias("lines"), "readable").collect()}
+    assert {f: journal._text_lines(str(tmp_path / f)) for f in files} == by_spark
+    assert None in by_spark.values() and 0 in by_spark.values()
 
 
 # A hand-written landing file: (what the line is, its text).
