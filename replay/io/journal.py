@@ -302,8 +302,9 @@ def _line_counts(spark: SparkSession, source: landings.Landing, files: list[str]
     in the same pass that parses and writes the rows (before: the parsed JSON rows were cached and counted
     first, which cost more than the parse). None: a text file that is not UTF-8, which Retrace's data source
     reads instead (it keeps an undecodable line's bytes; Spark's text reader would replace them)."""
-    paths = {f: os.path.join(source.root, f) for f in files}
-    return {f: _footer(p).num_rows if _format(f) == "parquet" else _text_lines(p) for f, p in paths.items()}
+    counts = {f: _footer(os.path.join(source.root, f)).num_rows for f in files if _format(f) == "parquet"}
+    counts.update({f: _text_lines(os.path.join(source.root, f)) for f in files if _format(f) == "json"})
+    return counts  # other formats (CSV, gzip) are read and counted by Retrace's data source
 
 
 CHUNK = 1 << 23  # bytes read at a time when a local text file's lines are counted
