@@ -192,7 +192,7 @@ def _ingest(spark: SparkSession, landing: str, lake: str, store: TableStore, say
     to_read = [f for f in new if f not in zero]  # a 0-byte file is not even a valid Parquet file
     raw, lines, cached = None, {}, None
     if isinstance(source, landings.LocalLanding) and to_read and not any(":" in source.path(f) for f in to_read):
-        lines = {f: n for f, n in _line_counts(spark, source, to_read).items() if n is not None}
+        lines = {f: n for f, n in _line_counts(source, to_read).items() if n is not None}
         if lines:
             raw = _read_raw(spark, source.root, list(lines), fields)
     others = [f for f in to_read if f not in lines]  # S3, gzip, CSV, a name Hadoop cannot open (`:`), not UTF-8
@@ -296,7 +296,7 @@ def _format(name: str) -> str:
     return landings.format_of(name)
 
 
-def _line_counts(spark: SparkSession, source: landings.Landing, files: list[str]) -> dict[str, int | None]:
+def _line_counts(source: landings.Landing, files: list[str]) -> dict[str, int | None]:
     """Each local landing file's last line that holds a row (0: none), without parsing a row: a Parquet file's
     row count from its footer, a JSON-lines file's last non-blank line from its bytes alone. So seq is assigned
     in the same pass that parses and writes the rows (before: the parsed JSON rows were cached and counted
