@@ -16,7 +16,7 @@ from jobs.live.query import run_query
 from jobs.live.report import StreamSummary
 from replay.io import journal, manifest
 from replay.io import landing as landings
-from replay.io.spark import few_rows
+from replay.io.spark import few_rows, one_job
 from replay.model.jobs import Job
 from replay.model.sources import PLAIN_BATCH, PLAIN_LIVE
 
@@ -34,8 +34,9 @@ class FileStream(LiveStream):
 
     def _process(self, lines: DataFrame) -> None:
         began = time.perf_counter()
-        per_file = {r["source"]: r for r in lines.groupBy("source").agg(
-            F.count("*").alias("count"), F.max("source_line").alias("lines")).collect()}
+        with one_job(lines.sparkSession):
+            per_file = {r["source"]: r for r in lines.groupBy("source").agg(
+                F.count("*").alias("count"), F.max("source_line").alias("lines")).collect()}
         files = sorted(per_file)
         tail = None if self.caught_up else self.tail()
         if tail is not None:
@@ -51,7 +52,8 @@ class FileStream(LiveStream):
         self.start_followers()
         if not files:
             return
-        with few_rows(self.spark, sum(r["count"] for r in per_file.values())):
+        # the batch's own queries run in the stream's session (Spark's clone of `self.spark`), so its settings count
+        with few_rows(lines.sparkSession, sum(r["count"] for r in per_file.values())):
             new, observed = self._append(lines, {f: per_file[f]["lines"] for f in files})
         if self.sources is not None:
             self.sources |= set(files)

@@ -17,6 +17,7 @@ from jobs.live.query import run_query
 from jobs.live.report import StreamSummary
 from replay.io import journal
 from replay.io import kafka_source as kafka
+from replay.io.spark import few_rows, one_job
 from replay.model.jobs import Job
 
 RECORDS = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
@@ -56,12 +57,14 @@ class KafkaStream(LiveStream):
         self.start_followers()
         raw = kafka.raw_from_records(kafka.after(records, self.offsets), self.source.topic, self.fields)
         with persisted(journal.normalize(raw, self.source_partitions)) as rows:
-            per_partition = {r["partition"]: r for r in rows.groupBy("partition").agg(
-                F.count("*").alias("n"), F.max("offset").alias("offset")).collect()}
+            with one_job(rows.sparkSession):  # the stream's session (Spark's clone of `self.spark`)
+                per_partition = {r["partition"]: r for r in rows.groupBy("partition").agg(
+                    F.count("*").alias("n"), F.max("offset").alias("offset")).collect()}
             if not per_partition:
                 return
-            base = self.lead.seq + 1
-            new = self.journal_batch(kafka.with_seq(rows, base), base, sum(r["n"] for r in per_partition.values()))
+            base, count = self.lead.seq + 1, sum(r["n"] for r in per_partition.values())
+            with few_rows(rows.sparkSession, count):
+                new = self.journal_batch(kafka.with_seq(rows, base), base, count)
         self.offsets.update({p: r["offset"] for p, r in per_partition.items()})
         self.decide(new.rows, len(per_partition), began, reads=new.reads)
 

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -180,6 +180,12 @@ def few_rows(spark: SparkSession, rows: int) -> Iterator[None]:
         return
     with session_settings(spark, FEW_ROWS_SETTINGS):
         yield
+
+
+def one_job(spark: SparkSession) -> AbstractContextManager[None]:
+    """Queries in the block run each as one Spark job, without adaptive execution: for an aggregate of a micro-batch
+    into a few rows, before its size is known (adaptive execution made three jobs of it, one per stage)."""
+    return session_settings(spark, {"spark.sql.adaptive.enabled": "false"})
 
 
 def driver_rows(spark: SparkSession, rows: list[tuple], schema: str) -> DataFrame:
