@@ -174,7 +174,8 @@ def few_rows(spark: SparkSession, rows: int) -> Iterator[None]:
     small: a live batch of 1,000 events spent most of its executors' time compiling each stage's code (Janino),
     which costs more than the rows (its batches took 8-9% less time without it), and adaptive execution ran each
     of its queries' shuffles and broadcasts as a Spark job of its own (a job's windows write: 11 jobs, 4 without).
-    The session's settings come back after."""
+    `spark`: the session the queries run in (a micro-batch's DataFrame is in the stream's own session, not the
+    driver's); its settings come back after."""
     if rows > FEW_ROWS:
         yield
         return
