@@ -161,25 +161,27 @@ class LiveStream:
 
     def journal_batch(self, events: DataFrame | None, base: int, count: int) -> Journaled | None:
         """Append `count` source rows (seq `base`...; None: a heartbeat) and the clock rows after them; returns
-        the new rows with their `lag.reads` (None: nothing to journal)."""
-        path = Lake(self.lake).journal
-        found = None if events is None else lag.reads(events)  # the source rows' reads: one Spark job
-        seen = {} if found is None else {r.partition: r.last_arrival for r in found[0] if r.events}
-        latest = max([*seen.values(), *(s.last_arrival for s in self.lead.cp.source.values())], default=None)
-        now = processing_time(self.options.clock, latest)
-        made = self._clock_rows(now, seen, base + count)
-        if events is None and made is None:
-            return None
-        clocks, clock_reads = made if made is not None else (None, [])
-        crash_point("journal")
-        rows = clocks if events is None else events if clocks is None else events.unionByName(clocks)
-        version = self.store.write(rows.coalesce(1), path, metadata={"writer": WRITER, "table": "journal",
-                                                                     "seq_from": base, "rows": count})
-        crash_point("journaled")
-        # the commit's own files: no rebuild of the journal's state to plan the read
-        added = self.store.read_commit(self.spark, path, version) if version is not None else None
-        added = added if added is not None else self.store.read(self.spark, path).where(F.col("seq") >= base)
-        return Journaled(added, lag.with_clock_rows(found, clock_reads, format_instant(now)))
+        the new rows with their `lag.reads` (None: nothing to journal). A micro-batch's rows are in the stream's own
+        session (Spark's clone of `self.spark`): the few-rows settings are made where its queries run."""
+        with few_rows(self.spark if events is None else events.sparkSession, count):
+            path = Lake(self.lake).journal
+            found = None if events is None else lag.reads(events)  # the source rows' reads: one Spark job
+            seen = {} if found is None else {r.partition: r.last_arrival for r in found[0] if r.events}
+            latest = max([*seen.values(), *(s.last_arrival for s in self.lead.cp.source.values())], default=None)
+            now = processing_time(self.options.clock, latest)
+            made = self._clock_rows(now, seen, base + count)
+            if events is None and made is None:
+                return None
+            clocks, clock_reads = made if made is not None else (None, [])
+            crash_point("journal")
+            rows = clocks if events is None else events if clocks is None else events.unionByName(clocks)
+            version = self.store.write(rows.coalesce(1), path, metadata={"writer": WRITER, "table": "journal",
+                                                                         "seq_from": base, "rows": count})
+            crash_point("journaled")
+            # the commit's own files: no rebuild of the journal's state to plan the read
+            added = self.store.read_commit(self.spark, path, version) if version is not None else None
+            added = added if added is not None else self.store.read(self.spark, path).where(F.col("seq") >= base)
+            return Journaled(added, lag.with_clock_rows(found, clock_reads, format_instant(now)))
 
     def _clock_rows(self, now: int, seen: dict, first_seq: int) -> tuple[DataFrame, list[tuple[int, int, int]]] | None:
         """Estimated arrival times (spec 4) for the partitions of the source with no event in this batch:

@@ -16,7 +16,7 @@ from jobs.live.query import run_query
 from jobs.live.report import StreamSummary
 from replay.io import journal, manifest
 from replay.io import landing as landings
-from replay.io.spark import few_rows, one_job
+from replay.io.spark import one_job
 from replay.model.jobs import Job
 from replay.model.sources import PLAIN_BATCH, PLAIN_LIVE
 
@@ -34,7 +34,7 @@ class FileStream(LiveStream):
 
     def _process(self, lines: DataFrame) -> None:
         began = time.perf_counter()
-        with one_job(lines.sparkSession):
+        with one_job(lines.sparkSession):  # the stream's session (Spark's clone of `self.spark`)
             per_file = {r["source"]: r for r in lines.groupBy("source").agg(
                 F.count("*").alias("count"), F.max("source_line").alias("lines")).collect()}
         files = sorted(per_file)
@@ -52,9 +52,7 @@ class FileStream(LiveStream):
         self.start_followers()
         if not files:
             return
-        # the batch's own queries run in the stream's session (Spark's clone of `self.spark`), so its settings count
-        with few_rows(lines.sparkSession, sum(r["count"] for r in per_file.values())):
-            new, observed = self._append(lines, {f: per_file[f]["lines"] for f in files})
+        new, observed = self._append(lines, {f: per_file[f]["lines"] for f in files})
         if self.sources is not None:
             self.sources |= set(files)
         self.observed.landed(observed)  # their manifest rows: written at the next flush, beside the batches

@@ -17,7 +17,7 @@ from jobs.live.query import run_query
 from jobs.live.report import StreamSummary
 from replay.io import journal
 from replay.io import kafka_source as kafka
-from replay.io.spark import few_rows, one_job
+from replay.io.spark import one_job
 from replay.model.jobs import Job
 
 RECORDS = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
@@ -62,9 +62,8 @@ class KafkaStream(LiveStream):
                     F.count("*").alias("n"), F.max("offset").alias("offset")).collect()}
             if not per_partition:
                 return
-            base, count = self.lead.seq + 1, sum(r["n"] for r in per_partition.values())
-            with few_rows(rows.sparkSession, count):
-                new = self.journal_batch(kafka.with_seq(rows, base), base, count)
+            base = self.lead.seq + 1
+            new = self.journal_batch(kafka.with_seq(rows, base), base, sum(r["n"] for r in per_partition.values()))
         self.offsets.update({p: r["offset"] for p, r in per_partition.items()})
         self.decide(new.rows, len(per_partition), began, reads=new.reads)
 
