@@ -42,7 +42,8 @@ DELTA = {
 # Speed only (a settings file may change it): new tables checkpoint their log every 50 commits, not every 10. A live
 # batch commits to seven tables, which reached their 10th commit in the same batch and wrote seven log checkpoints in
 # it (about 1 s each: a 1,000-event batch took 11.3 s instead of 4, the live p95); a reader replays at most 49 JSON
-# commits after a checkpoint.
+# commits after a checkpoint. The tables written every live batch get intervals of their own, so their checkpoints
+# fall in different batches (store.LOG_CHECKPOINT_EVERY).
 DELTA_LOG = {"spark.databricks.delta.properties.defaults.checkpointInterval": "50"}
 
 # PySpark 4 records the Python line of every DataFrame and Column call for its error messages: a walk of the stack

@@ -12,7 +12,8 @@ from datetime import datetime
 import pytest
 from delta.tables import DeltaTable
 
-from replay.io.store import NULLS, AppTransaction, DeltaStore, Replace, commit_metadata, replaced_by
+from replay.io.store import (LOG_CHECKPOINT_EVERY, NULLS, AppTransaction, DeltaStore, Replace, commit_metadata,
+                             replaced_by)
 
 
 def _jobs_of(spark, write) -> int:
@@ -87,6 +88,21 @@ def test_a_new_table_checkpoints_its_log_every_50_commits_not_every_10(spark, tm
         store.write(spark.createDataFrame([(b,)], "batch long"), path, txn=AppTransaction("retrace-test", b))
     assert DeltaTable.forPath(spark, path).detail().first()["properties"]["delta.checkpointInterval"] == "50"
     assert not [n for n in os.listdir(os.path.join(path, "_delta_log")) if ".checkpoint." in n]
+
+
+def test_the_tables_a_live_batch_commits_to_every_batch_write_their_log_checkpoints_in_different_batches(spark,
+                                                                                                     tmp_path):
+    """With one interval for all, every 50th live batch wrote a log checkpoint of each of them (the spec's job's batch
+    11 s instead of 2)."""
+    store, every = DeltaStore(), {}
+    for name in LOG_CHECKPOINT_EVERY:
+        path = str(tmp_path / name)
+        for b in range(44 if name == "dead_letters" else 1):
+            store.write(spark.createDataFrame([(b,)], "batch long"), path, txn=AppTransaction("retrace-test", b))
+        every[name] = int(DeltaTable.forPath(spark, path).detail().first()["properties"]["delta.checkpointInterval"])
+    versions = [{v for v in range(1, 2000) if v % n == 0} for n in every.values()]
+    assert not [1 for i, a in enumerate(versions) for b in versions[i + 1:] if a & b]
+    assert os.path.exists(tmp_path / "dead_letters" / "_delta_log" / f"{every['dead_letters']:020d}.checkpoint.parquet")
 
 
 def test_an_append_tagged_with_a_transaction_is_refused_when_its_schema_differs(spark, tmp_path):
