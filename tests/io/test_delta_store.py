@@ -100,8 +100,9 @@ def test_the_tables_a_live_batch_commits_to_every_batch_write_their_log_checkpoi
         for b in range(44 if name == "dead_letters" else 1):
             store.write(spark.createDataFrame([(b,)], "batch long"), path, txn=AppTransaction("retrace-test", b))
         every[name] = int(DeltaTable.forPath(spark, path).detail().first()["properties"]["delta.checkpointInterval"])
-    versions = [{v for v in range(1, 2000) if v % n == 0} for n in every.values()]
-    assert not [1 for i, a in enumerate(versions) for b in versions[i + 1:] if a & b]
+    together = [(x, y, v) for x in every for y in every if x < y for v in range(1, 2000)
+                if v % every[x] == 0 and v % every[y] == 0]
+    assert not together, together  # (table, table, the version both checkpoint at)
     assert os.path.exists(tmp_path / "dead_letters" / "_delta_log" / f"{every['dead_letters']:020d}.checkpoint.parquet")
 
 
