@@ -81,7 +81,8 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
     # emitted windows are appended; the open ones (null emitted_at, what a flush would emit now) replaced
     step.write(out.windows, "windows", replace=Replace("emitted_at", batch.span["lo"], None, nulls=True))
     state = out.state.advanced(batch.span["hi"])
-    made = Checkpoint(step.batch, state, batch.source if lead else {}, job.signature())
+    made = Checkpoint(step.batch, state, batch.source if lead else {}, job.signature(),
+                      checkpoints.windows_from(cp, step.batch, state))
     version = checkpoints.save(live.spark, step.where, made, live.store, metadata=step.metadata("checkpoints"))
     crash_point(step.crash("checkpoint"))
     committed_at = time.time()
@@ -89,7 +90,7 @@ def commit_batch(live, job: Job, cp: Checkpoint, batch: Batch, lead: bool) -> De
     late = _late_events(out, batch.rows) if lead else None
     if not lead:
         out.unpersist()
-    return Decided(_committed(live, step.where, made, version), late, committed_at, out.partials)
+    return Decided(_committed(live, step.where, made, version, cp), late, committed_at, out.partials)
 
 
 def _late_events(out: engine.Outputs, rows: DataFrame) -> Callable[[], diagnostics.LateEvents]:
@@ -149,15 +150,21 @@ def _computed_once(decided: DataFrame) -> DataFrame:
     return decided.localCheckpoint(eager=True)
 
 
-def _committed(live, where: TargetDir, cp: Checkpoint, version: int | None) -> Checkpoint:
+def _committed(live, where: TargetDir, cp: Checkpoint, version: int | None, previous: Checkpoint) -> Checkpoint:
     """The checkpoint as committed: its open windows and keys read back (this cuts the lineage), from the
-    files of the commit that wrote them when `version` names it (no rebuild of the table's state)."""
+    files of the commit that wrote them when `version` names it (no rebuild of the table's state); when it saved
+    only the open windows' new rows, after `previous`'s."""
     if cp.state.windows is None and cp.state.keys is None:
-        return cp
+        return replace(cp, state=replace(cp.state, windows_added=None))
     path = where.table("checkpoints")
     table = live.store.read_commit(live.spark, path, version) if version is not None else None
-    if table is None:
+    if table is not None:  # the commit's own rows
+        windows = checkpoints.state_rows(table, checkpoints.WINDOW, cp.batch)
+        if cp.adds_windows:
+            windows = previous.state.windows.unionByName(windows)
+    else:
         table = live.store.read(live.spark, path)
-    state = replace(cp.state, windows=checkpoints.state_rows(table, checkpoints.WINDOW, cp.batch),
-                    keys=checkpoints.state_rows(table, checkpoints.KEY, cp.batch))
+        windows = checkpoints.state_rows(table, checkpoints.WINDOW, cp.batch, cp.windows_from)
+    state = replace(cp.state, windows=windows, keys=checkpoints.state_rows(table, checkpoints.KEY, cp.batch),
+                    windows_added=None)
     return replace(cp, state=state)

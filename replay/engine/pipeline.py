@@ -277,6 +277,11 @@ class Continuing:
         return journal.where(F.col("seq") > state.seq), cls(state, journal.where(F.col("seq") <= state.seq))
 
 
+def _open_windows_only(c: Continuing, policy: Policy) -> Continuing:
+    """`c` with its state's rows of windows that state had closed left out (`windows.without_closed`)."""
+    return c if c.state is None else replace(c, state=windows.without_closed(c.state, policy))
+
+
 def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int | None = None,
            materialize: Callable[[DataFrame], DataFrame] | None = None, partitions: list[int] | None = None,
            rows_at_most: int | None = None, continuing: Continuing | None = None) -> Outputs:
@@ -289,7 +294,7 @@ def replay(journal: DataFrame, job: Job, *, flush: bool = True, since_seq: int |
     `rows_at_most`: a bound on `journal`'s rows, when the caller knows one (a live batch): outputs sized by
     it are not counted first. `continuing`: a live batch, or a replay from a checkpoint (`Outputs.state` is then
     the state after the rows, when asked for)."""
-    policy, c = job.policy, continuing or Continuing()
+    policy, c = job.policy, _open_windows_only(continuing or Continuing(), job.policy)
     if policy.sessions and policy.idle_timeout is not None and not job.windows_every_event_by_key:
         raise ValueError(f"{job.describe()}: idle_timeout with session windows needs a job without where, group_by "
                          "or transform (Job.define refuses it)")
@@ -359,8 +364,8 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
         "seq", "partition", "offset", F.lit("malformed").alias("reason"),
         F.lit(None).cast("timestamp").alias("window_start"), F.timestamp_micros("arrival").alias("arrival_time"))
     malformed = _in_range(_malformed(journal), since_seq).unionByName(untimed)
-    win, closed, still_open = _windows_in_one_pass(p, ran, journal, span, flush, since_seq, c.keep_state, cached,
-                                                   found_ends.held_range)
+    win, closed, still_open, added = _windows_in_one_pass(p, ran, journal, span, flush, since_seq, c.keep_state,
+                                                          cached, found_ends.held_range)
     dead = (dropped if closed is None else dropped.unionByName(closed)).unionByName(malformed)
     dead = dead.persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(dead)
@@ -372,7 +377,8 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
         if partitions_after is None:  # from the pass's own maxima of the two terms (`one_chunk_starts`)
             maxima = [(p.starts.start.first, q, f, e) for q, f, e in found_ends.terms]
             partitions_after = watermarks.after_maxima(maxima, sorted(p.starts.wp_start.values), state)
-        after = _state_from(ends, {}, partitions_after, state, scopes_before, still_open, None)
+        after = replace(_state_from(ends, {}, partitions_after, state, scopes_before, still_open, None),
+                        windows_added=added)
     backward = prepared.backward if since_seq is None else None
 
     def hourly() -> DataFrame:
@@ -387,14 +393,14 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
 def _windows_in_one_pass(p: one_pass.Pass, ran: DataFrame, journal: DataFrame, span: tuple[int | None, int | None],
                          flush: bool, since_seq: int | None, keep_state: bool, cached: list[DataFrame],
                          held_range: tuple[int | None, int | None] | None = None):
-    """(windows, `window_closed` dead letters, windows still open; the last two None without a window) of the one
-    pass: the spec's from its members run, a job's from its kept events with its own Spark SQL; the close points from
+    """(windows, `window_closed` dead letters, windows still open, the rows of those the rows added (`State.windows_added`,
+    None unless a job's members); all but the first None without a window) of the one pass: the spec's from its members run, a job's from its kept events with its own Spark SQL; the close points from
     the decide run's partials (`ran`), and the missed windows too where the job takes its kept events as they are
     (`Pass.closed_here`). `held_range`: the state's open windows' index range (`one_pass.scope_ends`)."""
     job, state = p.job, p.state
     policy = job.policy
     if policy.window is None:
-        return _no_windows(journal), None, None
+        return _no_windows(journal), None, None, None
     closes = windows.closes_of(one_pass.close_firsts(ran), span, policy, state, held_range).persist()
     flushing = flush and policy.flush_at_end
 
@@ -426,7 +432,7 @@ def _windows_in_one_pass(p: one_pass.Pass, ran: DataFrame, journal: DataFrame, s
         closed = one_pass.window_closed(ran, journal, job)
     else:
         closed = _in_range(w.closed, since_seq)
-    return win, closed, w.open
+    return win, closed, w.open, w.added
 
 
 def _one_pass(journal: DataFrame, job: Job, c: Continuing, partitions: list[int] | None):
@@ -453,7 +459,7 @@ def decide(journal: DataFrame, job: Job, *, since_seq: int | None = None, partit
     """The decisions alone (spec 3 and 4, the watermarks and the output watermark; no windows, no writes), as
     `replay` computes them: the rows a target stores only as its exceptions are derived from these
     (`replay.ops.outputs`). With the DataFrames cached for them (free them when done); None without rows."""
-    c = continuing or Continuing()
+    c = _open_windows_only(continuing or Continuing(), job.policy)
     if one_pass.applies(job.policy):
         found = _one_pass(journal, job, c, partitions)
         if found is None:

@@ -7,7 +7,7 @@ reached" index is >= k: a group-by and a small join, no global ordering.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql.window import Window as SqlWindow
@@ -144,6 +144,7 @@ class WindowResults:
     closed: DataFrame   # `window_closed` dead letters
     closes: DataFrame   # the (cached, small) close points both share
     open: DataFrame     # windows still open after the last row (state.WINDOWS_SCHEMA)
+    added: DataFrame | None = None  # the rows of `open` these rows added (`State.windows_added`), when known
 
 
 def windows_and_closed(decisions: DataFrame, policy: Policy, flush: bool, state: State | None = None) -> WindowResults:
@@ -256,4 +257,20 @@ def job_windows(decisions: DataFrame | None, kept: DataFrame, policy: Policy, gr
         "arrival_time",
     )
     still_open = held.where(F.col("close_seq").isNull()).drop("close_seq")
-    return WindowResults(windows, closed, closes, still_open)
+    added = joined.where(~too_late & F.col("close_seq").isNull()).select(*carried)
+    return WindowResults(windows, closed, closes, still_open, added)
+
+
+def without_closed(state: State, policy: Policy) -> State:
+    """`state` without the open-window rows of windows its own output watermarks had closed: a checkpoint that saved
+    only each batch's new members (`State.windows_added`) still holds the members of the windows closed since its
+    last whole save."""
+    if state.windows is None or policy.window is None or policy.sessions:
+        return state
+    closed = [(s, reached_index(v.owm, policy)) for s, v in sorted(state.scopes.items()) if v.owm > NEG]
+    if not closed:
+        return state
+    gone = F.lit(False)
+    for s, r in closed:
+        gone = gone | ((F.col("scope") == s) & (F.col("k") <= r))
+    return replace(state, windows=state.windows.where(~gone))

@@ -4,6 +4,12 @@ One table in a job's target (`replay.io.lake`), `checkpoints`, one commit per ba
 scope, the open windows (a struct column, `open_window`) and the substream maxima (`key`), each row tagged with its
 batch. Why one: a live batch paid a Delta commit for each of three tables (0.1-0.2 s each). Every commit carries the
 transaction (app, batch), so a batch retried after a crash never adds a checkpoint twice.
+
+A job's open windows hold their members, and saving all of them every batch cost more each batch while its windows
+stayed open. So a checkpoint may save only the members its batch added (`State.windows_added`), building on the
+checkpoints since the last whole save, whose batch its `batch` row names in `id`; every `WHOLE_EVERY` batches it saves
+them whole again (which drops the members of windows closed since). The engine leaves out the rows of closed windows
+that a checkpoint built this way still holds (`windows.without_closed`).
 """
 from __future__ import annotations
 
@@ -26,6 +32,9 @@ SCALARS = (
 SCALAR_NAMES = [c.split()[0] for c in SCALARS.split(", ")]
 WINDOW, KEY = "open_window", "key"  # the entities (and struct columns) of the state's open windows and keys
 FORMER = {WINDOW: "checkpoint_windows", KEY: "checkpoint_keys"}  # where a lake written before kept them
+# the open windows are saved whole at least every this many batches (not a multiple of the live flush's 10: a whole
+# save and a flush seldom fall in the same batch)
+WHOLE_EVERY = 13
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,24 @@ class Checkpoint:
     state: State
     source: dict[int, SourcePartition] = field(default_factory=dict)
     policy: str = ""  # what the state was computed with: the job's signature (`Job.signature`)
+    # the batch whose checkpoint saved the open windows whole, which this one's build on (`adds_windows`); None:
+    # unknown, so the next checkpoint saves them whole
+    windows_from: int | None = None
+
+    @property
+    def adds_windows(self) -> bool:
+        """Whether this checkpoint saves only the open windows' rows its batch added."""
+        return (self.windows_from is not None and self.windows_from < self.batch
+                and self.state.windows_added is not None)
+
+
+def windows_from(previous: Checkpoint, batch: int, state: State) -> int:
+    """Where the open windows of `batch`'s checkpoint build on, after `previous`: its whole save's batch while that is
+    fewer than WHOLE_EVERY batches back and the engine told the batch's new rows apart, else `batch` (saved whole)."""
+    base = previous.windows_from
+    if state.windows_added is None or previous.state.windows is None or base is None or batch - base >= WHOLE_EVERY:
+        return batch
+    return base
 
 
 class CheckpointMismatch(ValueError):
@@ -51,12 +78,14 @@ class CheckpointMismatch(ValueError):
 
 def save(spark: SparkSession, where: TargetDir, cp: Checkpoint, store: TableStore | None = None,
          metadata: dict | None = None) -> int | None:
-    """Commit the checkpoint, its open windows and keys with it, in one commit; returns the table's new version
-    (None: an earlier attempt committed it). A table of the former layout (state in tables of their own) is
-    replaced by this batch's checkpoint: the live job's next load reads this one."""
+    """Commit the checkpoint, its open windows (only the rows its batch added, when `cp.adds_windows`) and keys with
+    it, in one commit; returns the table's new version (None: an earlier attempt committed it). A table of the former
+    layout (state in tables of their own) is replaced by this batch's checkpoint: the live job's next load reads this
+    one."""
     store = store or default_store()
     s = cp.state
-    rows = [dict(entity="batch", id=None, policy=cp.policy)]
+    adds = cp.adds_windows
+    rows = [dict(entity="batch", id=cp.windows_from if adds else None, policy=cp.policy)]
     for p, v in sorted(s.partitions.items()):
         src = cp.source.get(p)
         rows.append(dict(entity="partition", id=p, floor=v.floor, events=v.events, wp=v.wp, counted=v.counted,
@@ -66,10 +95,14 @@ def save(spark: SparkSession, where: TargetDir, cp: Checkpoint, store: TableStor
         rows.append(dict(entity="scope", id=sc, owm=v.owm, raised=v.raised, last_event=v.last_event))
     table = [tuple({"batch": cp.batch, "seq": s.seq, **r}.get(n) for n in SCALAR_NAMES) for r in rows]
     every = driver_rows(spark, table, SCALARS)
-    nested = {entity: df for entity, df in ((WINDOW, s.windows), (KEY, s.keys)) if df is not None}
+    nested = {entity: df for entity, df in ((WINDOW, s.windows_added if adds else s.windows), (KEY, s.keys))
+              if df is not None}
     path = where.table("checkpoints")
     existing = store.read(spark, path) if nested and store.exists(path) else None
     former = existing is not None and not set(nested) <= set(existing.columns)
+    if former and adds:
+        raise ValueError(f"target {where.label!r}: a checkpoint that adds to the open windows of batch "
+                         f"{cp.windows_from} cannot replace a checkpoints table of the former layout")
     tag = [F.lit(cp.batch).cast("long").alias("batch"), F.lit(s.seq).cast("long").alias("seq")]
     for entity, df in nested.items():  # a struct column each; the other entities' rows hold a null there
         struct = _as_kept(df, existing.schema[entity].dataType if existing is not None and not former else None)
@@ -126,26 +159,32 @@ def load(spark: SparkSession, where: TargetDir, store: TableStore | None = None,
                 source[r["id"]] = SourcePartition(r["last_arrival"], r["seen_at"], r["last_offset"])
         elif r["entity"] == "scope":
             scopes[r["id"]] = ScopeState(r["owm"], r["raised"], r["last_event"])
-    nested = lambda entity: _nested(spark, where, store, scalars, entity, last)  # noqa: E731
-    state = State(seq=seq, partitions=partitions, scopes=scopes, windows=nested(WINDOW), keys=nested(KEY))
-    return Checkpoint(last, state, source, mark["policy"])
+    base = last if mark["id"] is None else mark["id"]  # the whole save the open windows build on
+    windows, whole = _nested(spark, where, store, scalars, WINDOW, last, base)
+    keys, _ = _nested(spark, where, store, scalars, KEY, last)
+    state = State(seq=seq, partitions=partitions, scopes=scopes, windows=windows, keys=keys)
+    return Checkpoint(last, state, source, mark["policy"], base if whole else None)
 
 
-def state_rows(table: DataFrame, entity: str, batch: int) -> DataFrame | None:
+def state_rows(table: DataFrame, entity: str, batch: int, since: int | None = None) -> DataFrame | None:
     """The open windows (`WINDOW`) or keys (`KEY`) of a batch's checkpoint in `table` (the checkpoints table,
-    or the rows of its commit); None when the table keeps none."""
+    or the rows of its commit); with `since`, the rows of the checkpoints from that batch to `batch` (the open
+    windows of a checkpoint that adds to those since its whole save). None when the table keeps none."""
     if entity not in table.columns:
         return None
-    return table.where((F.col("batch") == batch) & (F.col("entity") == entity)).select(f"{entity}.*")
+    batches = F.col("batch") == batch if since is None or since == batch else F.col("batch").between(since, batch)
+    return table.where(batches & (F.col("entity") == entity)).select(f"{entity}.*")
 
 
-def _nested(spark: SparkSession, where: TargetDir, store: TableStore, table: DataFrame, entity: str, batch: int):
-    """The state's open windows or keys at `batch`: from the checkpoints table, or from the table of their own a
-    lake written before kept them in (until the next checkpoint replaces that layout: `save`)."""
-    found = state_rows(table, entity, batch)
+def _nested(spark: SparkSession, where: TargetDir, store: TableStore, table: DataFrame, entity: str, batch: int,
+            since: int | None = None) -> tuple[DataFrame | None, bool]:
+    """The state's open windows or keys at `batch` (from `since`: `state_rows`), and whether the checkpoints table
+    held them: else they come from the table of their own a lake written before kept them in (until the next
+    checkpoint replaces that layout: `save`)."""
+    found = state_rows(table, entity, batch, since)
     if found is not None:
-        return found
+        return found, True
     former = where.table(FORMER[entity])
     if not store.exists(former):
-        return None
-    return store.read(spark, former).where(F.col("batch") == batch).drop("batch")
+        return None, True
+    return store.read(spark, former).where(F.col("batch") == batch).drop("batch"), False

@@ -42,6 +42,9 @@ class State:
     scopes: dict[int, ScopeState] = field(default_factory=dict)
     windows: DataFrame | None = None  # open windows (WINDOWS_SCHEMA): what has been counted, not emitted
     keys: DataFrame | None = None     # substreams: max t - O per (partition, key) (KEYS_SCHEMA)
+    # the rows of `windows` that the last stretch added (a job's members of windows still open), when the engine
+    # tells them apart: a checkpoint then saves these alone, not every open window's members again
+    windows_added: DataFrame | None = None
 
     @property
     def empty(self) -> bool:

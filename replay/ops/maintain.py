@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from replay.io import lake_fs, lake_marker
+from replay.io import checkpoints, lake_fs, lake_marker
 from replay.io.lake import CHECKPOINT_TABLES, Lake, TargetDir, is_table
 from replay.model.durations import format_duration, parse_duration
 
@@ -77,25 +77,30 @@ def maintain(spark: SparkSession, lake: str, retention: str = DEFAULT_RETENTION,
 
 def prune_checkpoints(spark: SparkSession, where: TargetDir, keep: int) -> dict[str, int]:
     """Delete the checkpoint rows of every batch but the last `keep` (by batch, as `checkpoints.load` picks
-    them); returns the batches removed per table path. A range replay from before the oldest checkpoint
-    kept starts from the journal's start instead (slower, same result)."""
+    them), except the open windows the kept ones build on (saved since their whole save: `checkpoints`); returns
+    the batches removed per table path. A range replay from before the oldest checkpoint kept starts from the
+    journal's start instead (slower, same result)."""
     from delta.tables import DeltaTable
 
     marks = (spark.read.format("delta").load(where.table("checkpoints"))
-             .where(F.col("entity") == "batch").select("batch").distinct())
-    kept = [r["batch"] for r in marks.orderBy(F.col("batch").desc()).limit(keep).collect()]
+             .where(F.col("entity") == "batch")
+             .select("batch", F.coalesce(F.col("id").cast("long"), F.col("batch")).alias("whole")).distinct())
+    kept = marks.orderBy(F.col("batch").desc()).limit(keep).collect()
     if len(kept) < keep:
         return {}
-    oldest = min(kept)
+    oldest, whole = min(r["batch"] for r in kept), min(r["whole"] for r in kept)
     out = {}
     for table in CHECKPOINT_TABLES:
         path = where.table(table)
         if not is_table(path):
             continue
-        old = spark.read.format("delta").load(path).where(F.col("batch") < oldest)
+        doomed = F.col("batch") < oldest
+        if table == "checkpoints":  # the open windows of the batches since the kept ones' whole save stay
+            doomed = (doomed & (F.col("entity") != checkpoints.WINDOW)) | (F.col("batch") < whole)
+        old = spark.read.format("delta").load(path).where(doomed)
         n = old.select("batch").distinct().count()
         if n:
-            DeltaTable.forPath(spark, path).delete(F.col("batch") < oldest)
+            DeltaTable.forPath(spark, path).delete(doomed)
         out[path] = n
     return out
 

@@ -95,3 +95,51 @@ def test_open_windows_keeping_fewer_columns_than_the_table_are_saved_in_its_stru
     assert table.schema[checkpoints.WINDOW].dataType.fieldNames() == ["scope", "k", "seq", "region", "note"]
     resumed = checkpoints.load(spark, where, policy=POLICY)
     assert _rows(resumed.state.windows) == [(0, 8, None, "sa", None)]
+
+
+def _members(spark, *ks: int):
+    return spark.createDataFrame([(0, k, f"d{k}") for k in ks], "scope int, k long, device string")
+
+
+def _adding(spark, batch: int, previous: Checkpoint, held: tuple, added: tuple) -> Checkpoint:
+    """The checkpoint of `batch` after `previous`, holding the open windows' members `held`, `added` of them new."""
+    state = State(seq=batch, windows=_members(spark, *held), windows_added=_members(spark, *added))
+    return Checkpoint(batch, state, {}, POLICY, checkpoints.windows_from(previous, batch, state))
+
+
+def test_a_checkpoint_after_a_whole_save_saves_only_the_open_windows_members_its_batch_added(spark, tmp_path):
+    where = target_dir(str(tmp_path / "lake"), "live")
+    first = _adding(spark, 0, Checkpoint(-1, State()), held=(1, 2), added=(1, 2))
+    assert not first.adds_windows  # no whole save to build on yet
+    checkpoints.save(spark, where, first)
+    previous = checkpoints.load(spark, where)
+    second = _adding(spark, 1, previous, held=(1, 2, 3), added=(3,))
+    assert second.adds_windows and second.windows_from == 0
+    checkpoints.save(spark, where, second)
+    table = spark.read.format("delta").load(where.table("checkpoints"))
+    saved = table.where((F.col("batch") == 1) & (F.col("entity") == checkpoints.WINDOW))
+    assert [r["k"] for r in saved.select(f"{checkpoints.WINDOW}.k").collect()] == [3]
+    resumed = checkpoints.load(spark, where)
+    assert resumed.windows_from == 0 and _rows(resumed.state.windows) == _rows(_members(spark, 1, 2, 3))
+    assert _rows(checkpoints.load(spark, where, before_seq=1).state.windows) == _rows(_members(spark, 1, 2))
+
+
+def test_the_open_windows_are_saved_whole_again_every_whole_every_batches(spark):
+    cp = Checkpoint(-1, State())
+    whole = []
+    for batch in range(checkpoints.WHOLE_EVERY + 2):
+        cp = _adding(spark, batch, cp, held=(batch,), added=(batch,))
+        whole += [batch] if not cp.adds_windows else []
+    assert whole == [0, checkpoints.WHOLE_EVERY]
+
+
+def test_a_checkpoint_after_one_of_the_former_layout_saves_the_open_windows_whole(spark, tmp_path):
+    where = target_dir(str(tmp_path / "lake"), "live")
+    store, old = DeltaStore(), _state(spark, 30, windows=3)
+    unset = (None,) * (len(checkpoints.SCALAR_NAMES) - 5)
+    store.write(driver_rows(spark, [(4, 30, POLICY, "batch", None, *unset)], checkpoints.SCALARS),
+                where.table("checkpoints"))
+    store.write(old.windows.select(F.lit(4).cast("long").alias("batch"), "*"), where.table("checkpoint_windows"))
+    resumed = checkpoints.load(spark, where, policy=POLICY)
+    assert resumed.windows_from is None
+    assert not _adding(spark, 5, resumed, held=(1,), added=(1,)).adds_windows

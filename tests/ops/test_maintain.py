@@ -111,3 +111,22 @@ def test_maintain_takes_a_lake_path_relative_to_the_working_folder(spark, fragme
     assert cli.main(["maintain", "--lake", os.path.basename(fragmented)]) == 0, capsys.readouterr().err
     report = json.loads(capsys.readouterr().out)
     assert "jobs/default/outputs/production/decisions" in {t["table"] for t in report["tables"]}
+
+
+def test_maintenance_keeps_the_open_windows_the_last_checkpoints_build_on(spark, tmp_path):
+    from replay.io.checkpoints import Checkpoint
+    from replay.model.state import State
+
+    lake = str(tmp_path / "lake")
+    live = target_dir(lake, "live")
+    members = lambda k: spark.createDataFrame([(0, k)], "scope int, k long")  # noqa: E731
+    cp = Checkpoint(-1, State())
+    for batch in range(5):  # batch 0 saves its open windows whole, the others add their batch's member
+        state = State(seq=10 * batch, windows=members(batch), windows_added=members(batch))
+        cp = Checkpoint(batch, state, {}, "{}", checkpoints.windows_from(cp, batch, state))
+        checkpoints.save(spark, live, cp)
+        cp = checkpoints.load(spark, live)
+    maintain(spark, lake, keep_checkpoints=2)
+    assert checkpoints.load(spark, live, before_seq=25) is None  # batch 2's checkpoint was pruned
+    resumed = checkpoints.load(spark, live)
+    assert resumed.batch == 4 and sorted(r["k"] for r in resumed.state.windows.collect()) == [0, 1, 2, 3, 4]
