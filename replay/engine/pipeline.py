@@ -393,8 +393,9 @@ def _replay_in_one_pass(journal: DataFrame, job: Job, flush: bool, since_seq: in
 def _windows_in_one_pass(p: one_pass.Pass, ran: DataFrame, journal: DataFrame, span: tuple[int | None, int | None],
                          flush: bool, since_seq: int | None, keep_state: bool, cached: list[DataFrame],
                          held_range: tuple[int | None, int | None] | None = None):
-    """(windows, `window_closed` dead letters, windows still open, the rows of those the rows added (`State.windows_added`,
-    None unless a job's members); all but the first None without a window) of the one pass: the spec's from its members run, a job's from its kept events with its own Spark SQL; the close points from
+    """(windows, `window_closed` dead letters, windows still open, the rows of those that these rows added
+    (`State.windows_added`: a job's members, else None); all but the first None without a window) of the one pass:
+    the spec's from its members run, a job's from its kept events with its own Spark SQL; the close points from
     the decide run's partials (`ran`), and the missed windows too where the job takes its kept events as they are
     (`Pass.closed_here`). `held_range`: the state's open windows' index range (`one_pass.scope_ends`)."""
     job, state = p.job, p.state

@@ -129,13 +129,21 @@ def closes_of(firsts: DataFrame, span: tuple[int | None, int | None], policy: Po
     )
 
 
+def _closed_by(state: State, policy: Policy) -> Column | None:
+    """A row (scope, k) is of a window `state`'s output watermarks had closed already (None: they closed none)."""
+    closed = None
+    for s, v in sorted(state.scopes.items()):
+        if v.owm > NEG:
+            one = (F.col("scope") == s) & (F.col("k") <= reached_index(v.owm, policy))
+            closed = one if closed is None else closed | one
+    return closed
+
+
 def _too_late(policy: Policy, state: State) -> Column:
     """A member (scope, k, seq, close_seq) came after its window closed: in this stretch, or in the state's."""
     too_late = F.col("close_seq").isNotNull() & (F.col("seq") > F.col("close_seq"))
-    for s, v in state.scopes.items():  # windows the state had closed already
-        if v.owm > NEG:
-            too_late = too_late | ((F.col("scope") == s) & (F.col("k") <= reached_index(v.owm, policy)))
-    return too_late
+    closed = _closed_by(state, policy)
+    return too_late if closed is None else too_late | closed
 
 
 @dataclass
@@ -267,10 +275,5 @@ def without_closed(state: State, policy: Policy) -> State:
     last whole save."""
     if state.windows is None or policy.window is None or policy.sessions:
         return state
-    closed = [(s, reached_index(v.owm, policy)) for s, v in sorted(state.scopes.items()) if v.owm > NEG]
-    if not closed:
-        return state
-    gone = F.lit(False)
-    for s, r in closed:
-        gone = gone | ((F.col("scope") == s) & (F.col("k") <= r))
-    return replace(state, windows=state.windows.where(~gone))
+    closed = _closed_by(state, policy)
+    return state if closed is None else replace(state, windows=state.windows.where(~closed))
